@@ -1,0 +1,3 @@
+from cozyrender.cli import main
+
+main()

@@ -1,0 +1,45 @@
+"""The vGPU entitlement chain: a tenant is entitled only when it asks for it
+(`gpu.vgpu`, set by its parent's administrator) and its parent is entitled.
+The chain starts at the platform's `gpu.vgpu` (`_cluster.gpu-vgpu`).
+
+Pure functions; the post-renderer, the Flux patches and the budget check all
+decide entitlement here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# The label the post-renderer writes on every tenant namespace, and the
+# render inputs the charts put on the Namespace for it.
+VGPU_LABEL = "namespace.cozystack.io/vgpu"
+REQUESTED_ANNOTATION = "render.cozystack.io/vgpu-requested"
+PARENT_ANNOTATION = "render.cozystack.io/vgpu-parent"
+
+
+def is_entitled(requested: bool, parent_entitled: bool) -> bool:
+    """A tenant's effective entitlement."""
+    return requested and parent_entitled
+
+
+def chain_entitlement(platform_vgpu: bool, requested_along_chain: Iterable[bool]) -> bool:
+    """Entitlement at the end of a chain root → ... → tenant, given each
+    tenant's own request in order (the root's included)."""
+    entitled = platform_vgpu
+    for requested in requested_along_chain:
+        entitled = is_entitled(requested, entitled)
+    return entitled
+
+
+def flag_value(value: object) -> bool | None:
+    """A boolean flag as values carry it: True/False or "true"/"false".
+    None for anything else (the caller decides whether that is an error)."""
+    if value is True or value == "true":
+        return True
+    if value is False or value == "false":
+        return False
+    return None
+
+
+def label_value(entitled: bool) -> str:
+    return "true" if entitled else "false"

@@ -1,0 +1,157 @@
+"""GPU budget keys: the single implementation of the domain test, parsing,
+spelling and validation that every command (the post-renderer included) uses.
+
+A budget key is `gpuclass.cozystack.io/devices` (every class) or
+`<class>.gpuclass.cozystack.io/devices` (one class). Any key whose part
+before `/` is `gpuclass.cozystack.io` or ends in `.gpuclass.cozystack.io`,
+in any letter case, is in the budget *domain*: it is treated as a budget key
+even when malformed, so it never becomes a pod quota.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DOMAIN = "gpuclass.cozystack.io"
+RESOURCE = "devices"
+ALL_CLASSES_KEY = f"{DOMAIN}/{RESOURCE}"
+
+_DOMAIN_SUFFIX = "." + DOMAIN
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_WHOLE_NUMBER = re.compile(r"[0-9]+\Z")
+# The prefixes a chart's quota flattening puts before a resource name.
+QUOTA_PREFIXES = ("requests.", "limits.")
+
+
+class InvalidBudgetKey(ValueError):
+    """A key in the budget domain that is not a valid budget key; str() is the reason."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key!r}: {reason}")
+        self.key = key
+        self.reason = reason
+
+
+class InvalidBudgetValue(ValueError):
+    """A budget value that is not a whole, non-negative number of devices."""
+
+
+@dataclass(frozen=True, order=True)
+class BudgetKey:
+    """A parsed budget key. `gpu_class` is None for the all-classes key."""
+
+    gpu_class: str | None
+
+    @property
+    def key(self) -> str:
+        return spell_budget_key(self.gpu_class)
+
+    def covers(self, gpu_class: str) -> bool:
+        """Whether this key's budget counts devices of `gpu_class`."""
+        return self.gpu_class is None or self.gpu_class == gpu_class
+
+
+def in_budget_domain(key: str) -> bool:
+    """Whether `key` belongs to the GPU budget domain (case-insensitive).
+
+    >>> in_budget_domain("a100.gpuclass.cozystack.io/devices")
+    True
+    >>> in_budget_domain("requests.gpuclass.cozystack.io/devices")
+    True
+    >>> in_budget_domain("evilgpuclass.cozystack.io/devices")
+    False
+    """
+    prefix, slash, _ = key.partition("/")
+    if not slash:
+        return False
+    prefix = prefix.lower()
+    return prefix == DOMAIN or prefix.endswith(_DOMAIN_SUFFIX)
+
+
+def spell_budget_key(gpu_class: str | None) -> str:
+    """The budget key for one class, or the all-classes key for None."""
+    if gpu_class is None:
+        return ALL_CLASSES_KEY
+    if not is_class_name(gpu_class):
+        raise ValueError(f"{gpu_class!r} is not a GPU class name (a DNS-1123 label)")
+    return f"{gpu_class}.{ALL_CLASSES_KEY}"
+
+
+def is_class_name(name: str) -> bool:
+    """A GPU class name is a DNS-1123 label: it becomes part of a budget key."""
+    return len(name) <= 63 and _DNS1123_LABEL.match(name) is not None
+
+
+def parse_budget_key(key: str) -> BudgetKey:
+    """Parse a key in the budget domain; raise InvalidBudgetKey with a precise reason.
+
+    The caller decides domain membership first (`in_budget_domain`): a key
+    outside the domain is not a budget key at all, and is refused here too.
+    """
+    if not in_budget_domain(key):
+        raise InvalidBudgetKey(key, f"not in the {DOMAIN} budget domain")
+    prefix, _, resource = key.partition("/")
+    for quota_prefix in QUOTA_PREFIXES:
+        if prefix.lower().startswith(quota_prefix):
+            raise InvalidBudgetKey(
+                key,
+                f"a budget key takes no {quota_prefix!r} prefix; "
+                f"declare {ALL_CLASSES_KEY!r} or '<class>.{ALL_CLASSES_KEY}'",
+            )
+    if key != key.lower():
+        raise InvalidBudgetKey(key, "budget keys are lower case")
+    if resource != RESOURCE:
+        raise InvalidBudgetKey(key, f"the only budgeted resource is {RESOURCE!r}, not {resource!r}")
+    if prefix == DOMAIN:
+        return BudgetKey(None)
+    gpu_class = prefix[: -len(_DOMAIN_SUFFIX)]
+    if "." in gpu_class:
+        raise InvalidBudgetKey(key, f"one class label goes before {DOMAIN!r}, not {gpu_class!r}")
+    if len(gpu_class) > 63:
+        raise InvalidBudgetKey(key, f"class name {gpu_class!r} is longer than 63 characters")
+    if not is_class_name(gpu_class):
+        raise InvalidBudgetKey(
+            key,
+            f"class name {gpu_class!r} is not a DNS-1123 label "
+            "(lower-case letters, digits and '-', starting and ending with a letter or digit)",
+        )
+    return BudgetKey(gpu_class)
+
+
+def strip_quota_prefix(key: str) -> str:
+    """Drop one `requests.`/`limits.` prefix, as a chart's quota flattening adds it."""
+    lowered = key.lower()
+    for quota_prefix in QUOTA_PREFIXES:
+        if lowered.startswith(quota_prefix):
+            return key[len(quota_prefix):]
+    return key
+
+
+def quota_key_problem(key: str) -> str | None:
+    """For a ResourceQuota key in the domain: None when it is a budget key,
+    bare or behind one flattening prefix; otherwise why it is malformed."""
+    try:
+        parse_budget_key(strip_quota_prefix(key))
+    except InvalidBudgetKey as err:
+        return err.reason
+    return None
+
+
+def parse_budget_value(value: object) -> int:
+    """A budget value: a whole, non-negative number of devices (`2` or `"2"`).
+
+    Quantities with suffixes, fractions and negative numbers are refused:
+    devices are counted, not measured.
+    """
+    if isinstance(value, bool):
+        raise InvalidBudgetValue(f"{value!r} is not a number of devices")
+    if isinstance(value, int):
+        if value < 0:
+            raise InvalidBudgetValue(f"{value} is negative; a budget is zero or more devices")
+        return value
+    if isinstance(value, str) and _WHOLE_NUMBER.match(value):
+        return int(value)
+    raise InvalidBudgetValue(f"{value!r} is not a whole, non-negative number of devices")

@@ -1,0 +1,2 @@
+"""Kubernetes semantics the rules depend on, as pure functions: quantities,
+effective pod resources, node eligibility."""

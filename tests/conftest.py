@@ -1,0 +1,43 @@
+"""Shared fixtures: the repository layout and the pinned binaries.
+
+The binaries come from `make binaries` (tools/fetch_binaries.py). A missing
+binary is an error, never a skip: CI must run every test.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHARTS = ROOT / "charts"
+BIN = ROOT / ".cache" / "bin"
+
+
+def _binary(env: str, name: str) -> Path:
+    path = Path(os.environ.get(env) or BIN / name)
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path} is missing: run `make binaries` (or `make test`)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def helm3() -> Path:
+    return _binary("COZYRENDER_HELM3", "helm3")
+
+
+@pytest.fixture(scope="session")
+def helm4() -> Path:
+    return _binary("COZYRENDER_HELM4", "helm4")
+
+
+@pytest.fixture(scope="session")
+def kubectl() -> Path:
+    return _binary("COZYRENDER_KUBECTL", "kubectl")
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return ROOT
