@@ -1,0 +1,2 @@
+"""GPU classes: the GPUClass CRD's rules checked offline, free units, class
+conflicts and the catalog. Pure functions over objects as the API returns them."""

@@ -1,0 +1,89 @@
+"""Class conflicts: who holds a resource name that several classes share.
+
+When two or more GPU classes name the same device-plugin resource, the oldest
+(`metadata.creationTimestamp`, then name order on a tie) holds it and every
+newer one is in conflict, so a mistyped new class cannot take an offer
+tenants already run on out of service. A class without a creationTimestamp
+(a manifest not created yet, such as a write being checked) is newer than
+every created class.
+
+API (used by the catalog and by `cozyrender check`'s vGPU gate):
+
+    resource_holders(classes) -> {resource name: holder class name}
+    find_conflicts(classes)   -> {class name: Conflict} for classes in conflict only
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from cozyrender.gpuclass.classes import class_name, resource_name
+
+# Sorts after every real timestamp: an uncreated class is the newest.
+_NOT_CREATED = datetime.max.replace(tzinfo=timezone.utc)
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """`gpu_class` names `resource_name`, which the older class `holder` holds."""
+
+    gpu_class: str
+    resource_name: str
+    holder: str
+
+    def __str__(self) -> str:
+        return (
+            f"GPU class {self.gpu_class!r} is in conflict: its resource name "
+            f"{self.resource_name!r} is held by the older class {self.holder!r}"
+        )
+
+
+def creation_time(gpuclass: Mapping) -> datetime:
+    """`metadata.creationTimestamp` as an aware datetime; absent or unreadable
+    means not created yet (the newest)."""
+    raw = (gpuclass.get("metadata") or {}).get("creationTimestamp")
+    if isinstance(raw, datetime):  # YAML loaders turn timestamps into datetimes
+        return raw if raw.tzinfo else raw.replace(tzinfo=timezone.utc)
+    if not isinstance(raw, str) or not raw:
+        return _NOT_CREATED
+    try:
+        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return _NOT_CREATED
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def seniority(gpuclass: Mapping) -> tuple[datetime, str]:
+    """Sort key: older first, then name order."""
+    return creation_time(gpuclass), class_name(gpuclass)
+
+
+def resource_holders(classes: Iterable[Mapping]) -> dict[str, str]:
+    """For each resource name some class names, the class that holds it."""
+    holders: dict[str, tuple[tuple[datetime, str], str]] = {}
+    for gpuclass in classes:
+        resource = resource_name(gpuclass)
+        if not resource:
+            continue
+        key = seniority(gpuclass)
+        held = holders.get(resource)
+        if held is None or key < held[0]:
+            holders[resource] = (key, class_name(gpuclass))
+    return {resource: name for resource, (_, name) in holders.items()}
+
+
+def find_conflicts(classes: Iterable[Mapping]) -> dict[str, Conflict]:
+    """Every class that names a resource held by another class, by class name."""
+    classes = list(classes)
+    holders = resource_holders(classes)
+    conflicts: dict[str, Conflict] = {}
+    for gpuclass in classes:
+        name, resource = class_name(gpuclass), resource_name(gpuclass)
+        holder = holders.get(resource)
+        if holder is not None and holder != name:
+            conflicts[name] = Conflict(name, resource, holder)
+    return conflicts
