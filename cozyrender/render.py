@@ -1,0 +1,235 @@
+"""Render a chart in-process with the Helm SDK (helm-python-sdk) and print it
+exactly as `helm template` does.
+
+The SDK returns one rendered text per template file; `helm template` then
+drops partials and empty files, splits each file on `---`, sorts the
+documents (file path order, then a stable sort by Helm's install order of
+kinds, hooks after the release's manifests) and prints each as
+`---\\n# Source: <path>\\n<doc>\\n`. `format_manifests` reproduces that, so
+the bytes match the pinned `helm template` binary (tests prove it).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+try:  # libyaml when available: heads are parsed for every document
+    _Loader: type = yaml.CSafeLoader
+except AttributeError:  # pragma: no cover - PyYAML without libyaml
+    _Loader = yaml.SafeLoader
+
+
+class RenderError(Exception):
+    """A render that Helm refuses (bad values, a `fail`, bad YAML); str() is Helm's message."""
+
+
+# Helm's kind install order (pkg/release/v1/util/kind_sorter.go, Helm 3.17 and 4.1).
+INSTALL_ORDER: tuple[str, ...] = (
+    "PriorityClass", "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange",
+    "PodSecurityPolicy", "PodDisruptionBudget", "ServiceAccount", "Secret", "SecretList",
+    "ConfigMap", "StorageClass", "PersistentVolume", "PersistentVolumeClaim",
+    "CustomResourceDefinition", "ClusterRole", "ClusterRoleList", "ClusterRoleBinding",
+    "ClusterRoleBindingList", "Role", "RoleList", "RoleBinding", "RoleBindingList", "Service",
+    "DaemonSet", "Pod", "ReplicationController", "ReplicaSet", "Deployment",
+    "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress",
+    "APIService", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+)
+_KIND_RANK = {kind: rank for rank, kind in enumerate(INSTALL_ORDER)}
+
+NOTES_SUFFIX = "NOTES.txt"
+HOOK_ANNOTATION = "helm.sh/hook"
+# Hook events Helm knows; a document naming any other is dropped by Helm.
+HOOK_EVENTS = frozenset({
+    "pre-install", "post-install", "pre-delete", "post-delete", "pre-upgrade",
+    "post-upgrade", "pre-rollback", "post-rollback", "test", "test-success",
+})
+
+# Go's regexp `(?:^|\s*\n)---\s*`: \s is ASCII whitespace without \v in RE2,
+# and `^` is the start of the text only.
+_GO_SPACE = "\t\n\f\r "
+_SEPARATOR = re.compile(r"(?:\A|[\t\n\f\r ]*\n)---[\t\n\f\r ]*")
+# Go's unicode.IsSpace, which strings.TrimSpace uses (Python's str.strip() differs).
+_GO_UNICODE_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006" \
+    "\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
+
+
+def go_trim_space(text: str) -> str:
+    return text.strip(_GO_UNICODE_SPACE)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One rendered document as Helm keeps it: its template path, text and kind."""
+
+    path: str
+    content: str
+    kind: str
+    name: str = ""
+    hook: bool = False
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A rendered release: the non-hook manifests and the hooks, both in Helm's order."""
+
+    manifests: list[Manifest]
+    hooks: list[Manifest] = field(default_factory=list)
+
+    def text(self) -> str:
+        """The output of `helm template` for this release."""
+        return format_manifests(self.manifests, self.hooks)
+
+
+def split_manifests(text: str) -> list[str]:
+    """Helm's SplitManifests: the documents of one template file, trimmed, in order."""
+    docs = []
+    for doc in _SEPARATOR.split(go_trim_space(text)):
+        if doc == "":
+            continue
+        docs.append(go_trim_space(doc))
+    return docs
+
+
+def _head(path: str, doc: str) -> dict[str, Any]:
+    """The part of a document Helm reads to sort it (kind, name, annotations)."""
+    try:
+        head = yaml.load(doc, Loader=_Loader)
+    except yaml.YAMLError as err:
+        problem = str(err).replace("\n", " ")
+        raise RenderError(f"YAML parse error on {path}: {problem}") from None
+    if head is None:
+        return {}
+    if not isinstance(head, dict):
+        raise RenderError(f"YAML parse error on {path}: a document is not a mapping")
+    return head
+
+
+def _kind_key(kind: str) -> tuple[int, str]:
+    """Sort key equivalent to Helm's lessByKind: known kinds by install order,
+    unknown kinds after them alphabetically (code point order is Go's byte order)."""
+    rank = _KIND_RANK.get(kind)
+    if rank is None:
+        return (len(INSTALL_ORDER), kind)
+    return (rank, "")
+
+
+def sort_manifests(files: Mapping[str, str]) -> Rendered:
+    """Helm's SortManifests over {template path: rendered text}."""
+    generic: list[Manifest] = []
+    hooks: list[Manifest] = []
+    for path in sorted(files):
+        content = files[path]
+        if path.endswith(NOTES_SUFFIX):  # rendered, but printed by Helm apart from manifests
+            continue
+        if posixpath.basename(path).startswith("_") or go_trim_space(content) == "":
+            continue
+        for doc in split_manifests(content):
+            head = _head(path, doc)
+            kind = head.get("kind")
+            kind = kind if isinstance(kind, str) else ""
+            metadata = head.get("metadata")
+            metadata = metadata if isinstance(metadata, dict) else {}
+            name = metadata.get("name")
+            name = name if isinstance(name, str) else ""
+            annotations = metadata.get("annotations")
+            events = annotations.get(HOOK_ANNOTATION) if isinstance(annotations, dict) else None
+            if events is None:
+                generic.append(Manifest(path, doc, kind, name))
+                continue
+            if not all(e.strip().lower() in HOOK_EVENTS for e in str(events).split(",")):
+                continue  # Helm skips documents with an unknown hook event
+            hooks.append(Manifest(path, doc, kind, name, hook=True))
+    # list.sort is stable, like Go's sort.SliceStable.
+    generic.sort(key=lambda m: _kind_key(m.kind))
+    hooks.sort(key=lambda m: _kind_key(m.kind))
+    return Rendered(generic, hooks)
+
+
+def format_manifests(manifests: Iterable[Manifest], hooks: Iterable[Manifest] = ()) -> str:
+    """`helm template`'s printing: the release manifest trimmed plus a newline, then hooks."""
+    body = "".join(f"---\n# Source: {m.path}\n{m.content}\n" for m in manifests)
+    out = go_trim_space(body) + "\n"
+    out += "".join(f"---\n# Source: {m.path}\n{m.content}\n" for m in hooks)
+    return out
+
+
+def merge_values(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Helm's merge of successive `-f` files: maps merge, anything else is replaced."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_values(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_values(
+    files: Sequence[str | Path] = (),
+    sets: Sequence[str] = (),
+    inline: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """The user values of a render: `-f` files in order, then inline layers,
+    then `--set` expressions (parsed by Helm's own strvals parser)."""
+    import helm_python as helm
+
+    values: dict[str, Any] = {}
+    for path in files:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise RenderError(f"cannot read values file {path}: {err}") from None
+        try:
+            layer = helm.values_from_yaml(text) if text.strip() else {}
+        except helm.HelmError as err:
+            raise RenderError(f"failed to parse {path}: {_message(err)}") from None
+        values = merge_values(values, layer or {})
+    for layer in inline:
+        values = merge_values(values, layer)
+    for expression in sets:
+        try:
+            layer = helm.parse_set_string(expression)
+        except helm.HelmError as err:
+            raise RenderError(f"failed parsing --set data: {_message(err)}") from None
+        values = merge_values(values, layer)
+    return values
+
+
+def _message(err: BaseException) -> str:
+    """Helm's message on one line (schema errors come as an indented list)."""
+    return " ".join(str(err).split())
+
+
+def render_files(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str
+                 ) -> dict[str, str]:
+    """The SDK's render: {template path: text}; CRDs (`crds/`) are not templates."""
+    import helm_python as helm
+
+    try:
+        loaded = helm.Chart.load(str(chart))
+    except helm.HelmError as err:
+        raise RenderError(f"cannot load chart {chart}: {_message(err)}") from None
+    try:
+        helm.validate_release_name(release)
+        return loaded.render(dict(values), name=release, namespace=namespace)
+    except helm.HelmError as err:
+        raise RenderError(_message(err)) from None
+    finally:
+        loaded.close()
+
+
+def render(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str) -> Rendered:
+    """Render a chart and sort it as Helm does."""
+    return sort_manifests(render_files(chart, values, release, namespace))
+
+
+def template(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str) -> bytes:
+    """The bytes `helm template RELEASE CHART -n NAMESPACE` prints for these values."""
+    return render(chart, values, release, namespace).text().encode("utf-8")
