@@ -1,0 +1,216 @@
+"""The API server's steps for a custom resource under a structural schema, before
+CEL: prune unknown fields, apply defaults, validate the OpenAPI v3 schema.
+
+The schema is translated to JSON Schema for `jsonschema`: descriptions and the
+`x-kubernetes-*` extensions are annotations there (the ones with a meaning,
+`x-kubernetes-int-or-string` and `x-kubernetes-preserve-unknown-fields`, are
+already expressed by `anyOf` and by pruning), `nullable` adds `null` to the
+type, and the integer formats become their bounds. Failures carry the field
+path in Kubernetes' spelling (`spec.tolerations[0].operator`) and messages in
+the API server's words (Required value, Unsupported value, ...).
+
+Pure functions over dicts, no I/O.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+
+import jsonschema
+
+# ObjectMeta fields a client may send; the API server drops everything else
+# under metadata when it decodes the object.
+OBJECT_META_FIELDS = frozenset({
+    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
+    "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
+    "labels", "annotations", "ownerReferences", "finalizers", "managedFields",
+})
+_ROOT_FIELDS = ("apiVersion", "kind", "metadata")
+_INT_BOUNDS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+_ANNOTATION_KEYS = {"description", "example", "externalDocs", "title"}
+# Failures that stop the API server from running CEL rules at all (a rule
+# would see a value of the wrong type).
+BLOCKING_VALIDATORS = frozenset({"type", "enum", "anyOf"})
+
+
+@dataclass(frozen=True, order=True)
+class FieldError:
+    """One failure: where, and why (as the API server words it)."""
+
+    path: str
+    message: str
+    blocking: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.path or '<root>'}: {self.message}"
+
+
+def join_path(path: str, step: str | int) -> str:
+    if isinstance(step, int):
+        return f"{path}[{step}]"
+    return f"{path}.{step}" if path else step
+
+
+# -- pruning -----------------------------------------------------------------
+
+def prune(obj: Mapping, schema: Mapping) -> tuple[dict, list[str]]:
+    """A copy of a custom resource without the fields its schema does not
+    declare, and the paths of the fields dropped. apiVersion, kind and
+    metadata always survive at the root; metadata keeps ObjectMeta's fields."""
+    pruned_paths: list[str] = []
+    result = _prune_value(copy.deepcopy(dict(obj)), schema, "", pruned_paths, root=True)
+    metadata = result.get("metadata")
+    if isinstance(metadata, dict):
+        for key in sorted(set(metadata) - OBJECT_META_FIELDS):
+            del metadata[key]
+            pruned_paths.append(join_path("metadata", key))
+    return result, pruned_paths
+
+
+def _prune_value(value, schema: Mapping, path: str, pruned: list[str], root: bool = False):
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return value
+    if isinstance(value, dict):
+        properties = schema.get("properties")
+        additional = schema.get("additionalProperties")
+        if isinstance(additional, Mapping):
+            for key in value:
+                value[key] = _prune_value(value[key], additional, join_path(path, key), pruned)
+            return value
+        properties = properties or {}
+        for key in list(value):
+            if root and key in _ROOT_FIELDS:
+                continue
+            if key not in properties:
+                del value[key]
+                pruned.append(join_path(path, key))
+            else:
+                value[key] = _prune_value(value[key], properties[key], join_path(path, key), pruned)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for index, item in enumerate(value):
+            value[index] = _prune_value(item, schema["items"], join_path(path, index), pruned)
+    return value
+
+
+# -- defaulting ----------------------------------------------------------------
+
+def apply_defaults(obj: dict, schema: Mapping) -> dict:
+    """Fill absent properties that declare a `default`, in place, top down (a
+    default object is itself defaulted below), as the API server does on
+    every read and write."""
+    _default_value(obj, schema)
+    return obj
+
+
+def _default_value(value, schema: Mapping) -> None:
+    if isinstance(value, dict):
+        for key, sub in (schema.get("properties") or {}).items():
+            if key not in value and "default" in sub:
+                value[key] = copy.deepcopy(sub["default"])
+            if key in value:
+                _default_value(value[key], sub)
+        additional = schema.get("additionalProperties")
+        if isinstance(additional, Mapping):
+            for item in value.values():
+                _default_value(item, additional)
+    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+        for item in value:
+            _default_value(item, schema["items"])
+
+
+# -- schema validation -----------------------------------------------------------
+
+def to_json_schema(schema: Mapping) -> dict:
+    """The OpenAPI v3 structural schema as JSON Schema (draft 2020-12)."""
+    translated: dict = {}
+    for key, value in schema.items():
+        if key.startswith("x-kubernetes-") or key in _ANNOTATION_KEYS or key == "nullable":
+            continue
+        if key == "properties":
+            translated[key] = {name: to_json_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties", "not") and isinstance(value, Mapping):
+            translated[key] = to_json_schema(value)
+        elif key in ("anyOf", "allOf", "oneOf"):
+            translated[key] = [to_json_schema(sub) for sub in value]
+        elif key == "format":
+            bounds = _INT_BOUNDS.get(value)
+            if bounds:
+                translated.setdefault("minimum", bounds[0])
+                translated.setdefault("maximum", bounds[1])
+        else:
+            translated[key] = copy.deepcopy(value)
+    if schema.get("nullable") and "type" in translated:
+        translated["type"] = [translated["type"], "null"]
+    return translated
+
+
+class SchemaValidator:
+    """A compiled JSON Schema for one structural schema (built once, reused)."""
+
+    def __init__(self, schema: Mapping) -> None:
+        json_schema = to_json_schema(schema)
+        jsonschema.Draft202012Validator.check_schema(json_schema)
+        self._validator = jsonschema.Draft202012Validator(json_schema)
+
+    def errors(self, obj: Mapping) -> list[FieldError]:
+        return sorted(set(_field_errors(self._validator.iter_errors(obj))))
+
+
+def _field_errors(errors) -> Iterator[FieldError]:
+    for error in errors:
+        path = ""
+        for step in error.absolute_path:
+            path = join_path(path, step)
+        yield _describe(error, path)
+
+
+def _quote(value: object) -> str:
+    return json.dumps(value)
+
+
+def _describe(error: jsonschema.ValidationError, path: str) -> FieldError:
+    kind, value, expected = error.validator, error.instance, error.validator_value
+    blocking = kind in BLOCKING_VALIDATORS
+    if kind == "required":
+        missing = [name for name in expected if isinstance(value, Mapping) and name not in value]
+        return FieldError(join_path(path, missing[0] if missing else "?"), "Required value")
+    if kind == "enum":
+        supported = ", ".join(_quote(v) for v in expected)
+        return FieldError(path, f"Unsupported value: {_quote(value)}: supported values: {supported}", blocking)
+    if kind == "type":
+        wanted = expected if isinstance(expected, str) else " or ".join(expected)
+        return FieldError(path, f"Invalid value: {_quote(_json_type(value))}: must be of type {wanted}", blocking)
+    if kind == "anyOf":
+        wanted = " or ".join(sub.get("type", "?") for sub in expected)
+        return FieldError(path, f"Invalid value: {_quote(_json_type(value))}: must be of type {wanted}", blocking)
+    if kind == "maxLength":
+        return FieldError(path, f"Too long: may not be more than {expected} bytes")
+    if kind == "minLength":
+        return FieldError(path, f"Invalid value: {_quote(value)}: should be at least {expected} chars long")
+    if kind == "maxItems":
+        return FieldError(path, f"Too many: {len(value)}: must have at most {expected} items")
+    if kind == "pattern":
+        return FieldError(path, f"Invalid value: {_quote(value)}: should match {_quote(expected)}")
+    if kind in ("minimum", "maximum"):
+        relation = "greater" if kind == "minimum" else "less"
+        return FieldError(path, f"Invalid value: {value}: should be {relation} than or equal to {expected}")
+    return FieldError(path, f"Invalid value: {error.message}")
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return "null"
