@@ -1,0 +1,342 @@
+"""Golden-file chart tests: render each case, compare with the expected files.
+
+A case is a folder holding `case.yaml`:
+
+    chart: charts/tenant      # relative to the case folder or any folder above it
+    release: tenant-a
+    namespace: tenant-root
+    values: [values.yaml]     # values files in the case folder, merged in order
+    set: ["gpu.vgpu=true"]    # optional, Helm --set syntax, applied last
+    inline: {...}             # optional inline values, merged after the files
+    parent: ../root           # optional: start from the values.yaml of the
+                              # cozystack-values Secret that the parent case's
+                              # post-rendered output puts in this release's
+                              # namespace (what Flux's valuesFrom hands the chart)
+
+and the expected `raw.yaml` (Helm's output) and `rendered.yaml` (after the
+post-renderer), each normalised: one document per object, ordered by
+kind/namespace/name, so diffs are stable and name the object. Every rendered
+manifest is validated offline against the Kubernetes schemas.
+"""
+
+from __future__ import annotations
+
+import base64
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cozyrender import render as rendering
+from cozyrender import validate
+
+CASE_FILE = "case.yaml"
+RAW_FILE = "raw.yaml"
+RENDERED_FILE = "rendered.yaml"
+EXPECTED_FILES = (RAW_FILE, RENDERED_FILE)
+VALUES_SECRET = "cozystack-values"
+_CASE_KEYS = {"chart", "release", "namespace", "values", "set", "inline", "parent", "description"}
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+PostRender = Callable[[bytes], tuple[bytes, list[str]]]
+
+
+class CaseError(Exception):
+    """A case that cannot be run (bad case.yaml, render or post-render failure)."""
+
+
+# ---------------------------------------------------------------- normalising
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, multi-line strings as literal blocks, no line folding."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_representer)
+
+
+def _sort_key(obj: Any) -> tuple[str, str, str]:
+    if not isinstance(obj, Mapping):
+        return ("", "", "")
+    metadata = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    return (str(obj.get("kind") or ""), str(metadata.get("namespace") or ""),
+            str(metadata.get("name") or ""))
+
+
+def normalise(text: str) -> list[tuple[str, str]]:
+    """[(object id, normalised YAML)] for a stream, ordered by kind/namespace/name.
+    Empty and comment-only documents are left out; a repeated id gets a #n suffix."""
+    objects = [o for o in yaml.load_all(text, Loader=_Loader) if o is not None]
+    objects.sort(key=_sort_key)
+    out: list[tuple[str, str]] = []
+    seen: dict[str, int] = {}
+    for obj in objects:
+        oid = validate.object_id(obj) if isinstance(obj, Mapping) else "?"
+        seen[oid] = seen.get(oid, 0) + 1
+        if seen[oid] > 1:
+            oid = f"{oid}#{seen[oid]}"
+        body = yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                         allow_unicode=True, width=1 << 30)
+        out.append((oid, body))
+    return out
+
+
+def format_normalised(objects: list[tuple[str, str]]) -> str:
+    """The expected-file text: each object under a `---` and a comment naming it."""
+    return "".join(f"---\n# {oid}\n{body}" for oid, body in objects)
+
+
+def diff_objects(expected: list[tuple[str, str]], actual: list[tuple[str, str]], label: str
+                 ) -> list[str]:
+    """One unified diff per object that differs, missing or unexpected, named kind/namespace/name."""
+    want, got = dict(expected), dict(actual)
+    problems = []
+    for oid in sorted(want.keys() | got.keys()):
+        if want.get(oid) == got.get(oid):
+            continue
+        what = ("missing object" if oid not in got else
+                "unexpected object" if oid not in want else "object differs")
+        diff = difflib.unified_diff(
+            want.get(oid, "").splitlines(keepends=True), got.get(oid, "").splitlines(keepends=True),
+            fromfile=f"expected {label}: {oid}", tofile=f"rendered {label}: {oid}")
+        problems.append(f"{label}: {what}: {oid}\n{''.join(diff)}")
+    return problems
+
+
+# ---------------------------------------------------------------- cases
+
+@dataclass
+class Case:
+    path: Path
+    chart: Path
+    release: str
+    namespace: str
+    values_files: list[Path]
+    sets: list[str]
+    inline: dict[str, Any]
+    parent: Path | None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def referenced_files(self) -> set[Path]:
+        return {self.path / CASE_FILE, *self.values_files,
+                *(self.path / f for f in EXPECTED_FILES)}
+
+
+def _find_chart(case_dir: Path, chart: str) -> Path:
+    """A chart path relative to the case folder or to any folder above it (the repo)."""
+    for base in (case_dir, *case_dir.parents, Path.cwd()):
+        candidate = (base / chart).resolve()
+        if (candidate / "Chart.yaml").is_file():
+            return candidate
+    raise CaseError(f"{case_dir}: chart {chart!r} not found next to the case or above it")
+
+
+def load_case(case_dir: Path) -> Case:
+    case_dir = case_dir.resolve()
+    try:
+        spec = yaml.load((case_dir / CASE_FILE).read_text(encoding="utf-8"), Loader=_Loader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise CaseError(f"{case_dir / CASE_FILE}: {' '.join(str(err).split())}") from None
+    if not isinstance(spec, dict):
+        raise CaseError(f"{case_dir / CASE_FILE}: a case is a mapping")
+    unknown = set(spec) - _CASE_KEYS
+    if unknown:
+        raise CaseError(f"{case_dir / CASE_FILE}: unknown keys {sorted(unknown)}")
+    for key in ("chart", "release", "namespace"):
+        if not isinstance(spec.get(key), str) or not spec[key]:
+            raise CaseError(f"{case_dir / CASE_FILE}: {key!r} is required (a string)")
+    values = spec.get("values") or []
+    sets = spec.get("set") or []
+    inline = spec.get("inline") or {}
+    if not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
+        raise CaseError(f"{case_dir / CASE_FILE}: 'values' is a list of file names")
+    if not (isinstance(sets, list) and all(isinstance(v, str) for v in sets)):
+        raise CaseError(f"{case_dir / CASE_FILE}: 'set' is a list of KEY=VALUE strings")
+    if not isinstance(inline, dict):
+        raise CaseError(f"{case_dir / CASE_FILE}: 'inline' is a mapping of values")
+    parent = spec.get("parent")
+    return Case(
+        path=case_dir,
+        chart=_find_chart(case_dir, spec["chart"]),
+        release=spec["release"],
+        namespace=spec["namespace"],
+        values_files=[(case_dir / v).resolve() for v in values],
+        sets=list(sets),
+        inline=inline,
+        parent=(case_dir / parent).resolve() if isinstance(parent, str) else None,
+    )
+
+
+def find_cases(cases_dir: Path) -> list[Path]:
+    return sorted(p.parent.resolve() for p in cases_dir.rglob(CASE_FILE))
+
+
+def secret_values(rendered: str, namespace: str) -> dict[str, Any]:
+    """The values.yaml of the cozystack-values Secret in `namespace` (stringData or data)."""
+    for obj in yaml.load_all(rendered, Loader=_Loader):
+        if not (isinstance(obj, dict) and obj.get("kind") == "Secret"):
+            continue
+        metadata = obj.get("metadata") or {}
+        if metadata.get("name") != VALUES_SECRET or metadata.get("namespace") != namespace:
+            continue
+        text = (obj.get("stringData") or {}).get("values.yaml")
+        if text is None and "values.yaml" in (obj.get("data") or {}):
+            text = base64.b64decode(obj["data"]["values.yaml"]).decode("utf-8")
+        values = yaml.load(text or "", Loader=_Loader) or {}
+        if not isinstance(values, dict):
+            raise CaseError(f"the {VALUES_SECRET} Secret of {namespace} holds no values mapping")
+        return values
+    raise CaseError(f"no {VALUES_SECRET} Secret for namespace {namespace} in the parent's output")
+
+
+# ---------------------------------------------------------------- running
+
+@dataclass
+class CaseResult:
+    case: Case
+    values: dict[str, Any] = field(default_factory=dict)
+    raw: str = ""
+    rendered: str = ""
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+@dataclass
+class GoldenReport:
+    results: list[CaseResult]
+    stale: list[Path]
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.stale and not self.errors and all(r.ok for r in self.results)
+
+
+def default_post_render(data: bytes) -> tuple[bytes, list[str]]:
+    from cozyrender.postrender import PostRenderError, post_render
+
+    try:
+        result = post_render(data)
+    except PostRenderError as err:
+        raise CaseError(f"post-render failed: {err}") from None
+    return result.output, list(result.warnings)
+
+
+class _Runner:
+    def __init__(self, post_render: PostRender | None, update: bool) -> None:
+        self.post_render = post_render or default_post_render
+        self.update = update
+        self.results: dict[Path, CaseResult] = {}
+        self.running: set[Path] = set()
+
+    def run(self, case_dir: Path) -> CaseResult:
+        if case_dir in self.results:
+            return self.results[case_dir]
+        if case_dir in self.running:
+            raise CaseError(f"{case_dir}: the parent chain loops back to this case")
+        self.running.add(case_dir)
+        try:
+            case = load_case(case_dir)
+            result = CaseResult(case)
+            try:
+                self._render(result)
+                self._check(result)
+            except CaseError as err:
+                result.problems.append(str(err))
+        finally:
+            self.running.discard(case_dir)
+        self.results[case_dir] = result
+        return result
+
+    def _render(self, result: CaseResult) -> None:
+        case = result.case
+        base: dict[str, Any] = {}
+        if case.parent is not None:
+            if not (case.parent / CASE_FILE).is_file():
+                raise CaseError(f"parent {case.parent} is not a case")
+            parent = self.run(case.parent)
+            if not parent.rendered:
+                raise CaseError(f"parent case {parent.case.name} did not render")
+            base = secret_values(parent.rendered, case.namespace)
+        try:
+            user = rendering.load_values(case.values_files, case.sets, [case.inline])
+            result.values = rendering.merge_values(base, user)
+            raw = rendering.template(case.chart, result.values, case.release, case.namespace)
+        except rendering.RenderError as err:
+            raise CaseError(f"render failed: {err}") from None
+        output, warnings = self.post_render(raw)
+        result.raw, result.rendered = raw.decode("utf-8"), output.decode("utf-8")
+        result.warnings.extend(f"post-render: {w}" for w in warnings)
+
+    def _check(self, result: CaseResult) -> None:
+        for label, text in ((RAW_FILE, result.raw), (RENDERED_FILE, result.rendered)):
+            for finding in validate.validate_text(text):
+                (result.problems if finding.error else result.warnings).append(
+                    f"{label}: {finding}")
+            actual = normalise(text)
+            path = result.case.path / label
+            if self.update:
+                canonical = format_normalised(actual)
+                if not path.is_file() or path.read_text(encoding="utf-8") != canonical:
+                    path.write_text(canonical, encoding="utf-8")
+                    result.written.append(path)
+                continue
+            if not path.is_file():
+                result.problems.append(f"{label}: expected file {path} is missing "
+                                       "(run with --update to write it, then review it)")
+                continue
+            expected_text = path.read_text(encoding="utf-8")
+            try:
+                expected = normalise(expected_text)
+            except yaml.YAMLError as err:
+                result.problems.append(f"{label}: {path} is not YAML: {' '.join(str(err).split())}")
+                continue
+            problems = diff_objects(expected, actual, label)
+            if not problems and expected_text != format_normalised(actual):
+                problems.append(f"{label}: {path} matches but is not normalised "
+                                "(run with --update to rewrite it)")
+            result.problems.extend(problems)
+
+
+def find_stale(cases_dir: Path, cases: list[Case]) -> list[Path]:
+    """Expected files no case renders, and files in a case folder that the case does not use."""
+    case_dirs = {c.path for c in cases}
+    used = set().union(*(c.referenced_files() for c in cases)) if cases else set()
+    stale = []
+    for path in sorted(cases_dir.resolve().rglob("*")):
+        if not path.is_file() or path in used:
+            continue
+        if path.name in EXPECTED_FILES or path.parent in case_dirs:
+            stale.append(path)
+    return stale
+
+
+def run_golden(cases_dir: Path, update: bool = False,
+               post_render: PostRender | None = None) -> GoldenReport:
+    """Run every case under `cases_dir` (recursively); write expected files when updating."""
+    runner = _Runner(post_render, update)
+    errors = []
+    for case_dir in find_cases(cases_dir):
+        try:
+            runner.run(case_dir)
+        except CaseError as err:
+            errors.append(str(err))
+    results = sorted(runner.results.values(), key=lambda r: r.case.path)
+    stale = find_stale(cases_dir, [r.case for r in results])
+    return GoldenReport(results, stale, errors)
