@@ -1,0 +1,81 @@
+"""`cozyrender gpuclass validate`: check GPUClass objects offline against the
+shipped CRD, as the API server would on create or update (a thin shell over
+cozyrender.gpuclass.validation)."""
+
+from __future__ import annotations
+
+import click
+
+
+class BadInput(click.ClickException):
+    """Unreadable input: exit 2, one line, no traceback."""
+
+    exit_code = 2
+
+
+@click.group("gpuclass")
+def command() -> None:
+    """GPUClass objects: offline validation against the shipped CRD."""
+
+
+def _classes(path: str) -> list[dict]:
+    from cozyrender.gpuclass.classes import is_gpuclass
+    from cozyrender.state import StateError, parse_documents
+
+    try:
+        if path == "-":
+            text, source = click.get_text_stream("stdin").read(), "<stdin>"
+        else:
+            with open(path, encoding="utf-8") as handle:
+                text, source = handle.read(), path
+        objects = parse_documents(text, source)
+    except (OSError, UnicodeDecodeError, StateError) as err:
+        raise BadInput(str(err)) from None
+    # An object that claims another kind is refused by the CRD's identity
+    # check; one that claims no kind at all is not a GPUClass attempt.
+    classes = [obj for obj in objects if is_gpuclass(obj) or obj.get("kind") == "GPUClass"]
+    if not classes:
+        raise BadInput(f"{source}: no GPUClass object (kind: GPUClass, apiVersion: cozystack.io/...)")
+    return classes
+
+
+@command.command("validate")
+@click.argument("file", metavar="FILE")
+@click.option("--old", "old_file", metavar="FILE",
+              help="The stored objects: validate an update of each class of the same name "
+                   "(transition rules apply); classes not found there are creates.")
+@click.option("--crd", "crd_path", type=click.Path(dir_okay=False), default=None,
+              help="The CRD file (default: the one shipped in charts/cozystack-basics/crds).")
+def validate(file: str, old_file: str | None, crd_path: str | None) -> None:
+    """Validate every GPUClass in FILE ("-" for stdin): prune unknown fields,
+    apply defaults, check the schema and every CEL rule.
+
+    Exit 0 when all are valid, 1 when one is invalid, 2 on unreadable input.
+    """
+    from cozyrender.gpuclass.validation import CRD_PATH, CRDError, load_validator
+
+    try:
+        validator = load_validator(crd_path or CRD_PATH)
+    except CRDError as err:
+        raise BadInput(str(err)) from None
+    classes = _classes(file)
+    old_by_name = {}
+    if old_file:
+        old_by_name = {(obj.get("metadata") or {}).get("name"): obj for obj in _classes(old_file)}
+    invalid = 0
+    for obj in classes:
+        name = (obj.get("metadata") or {}).get("name") or "<unnamed>"
+        old = old_by_name.get(name)
+        result = validator.validate(obj, old)
+        action = "update" if old is not None else "create"
+        for path in result.pruned:
+            click.echo(f"gpuclass/{name}: pruned unknown field {path}")
+        if result.ok:
+            click.echo(f"gpuclass/{name}: valid ({action})")
+            continue
+        invalid += 1
+        click.echo(f"gpuclass/{name}: invalid ({action}):")
+        for violation in result.violations:
+            click.echo(f"  {violation}")
+    if invalid:
+        raise SystemExit(1)

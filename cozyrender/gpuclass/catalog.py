@@ -1,0 +1,124 @@
+"""The GPU catalog: one row per class with its free units and conflict status,
+and its two spellings (an aligned terminal table, JSON for scripts).
+
+Pure functions: objects in, rows and text out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from cozyrender.gpuclass.classes import class_name, gpuclasses, spec
+from cozyrender.gpuclass.conflicts import find_conflicts
+from cozyrender.gpuclass.freeunits import capacities
+from cozyrender.kube.quantity import format_quantity
+
+
+@dataclass(frozen=True)
+class CatalogRow:
+    name: str
+    vendor: str
+    model: str
+    mode: str
+    profile: str | None
+    memory: str
+    resource_name: str
+    free_units: str
+    allocatable_units: str
+    eligible_nodes: int
+    conflict_holder: str | None  # the class holding the resource when this one is in conflict
+
+    @property
+    def in_conflict(self) -> bool:
+        return self.conflict_holder is not None
+
+
+def _units(value: Fraction) -> str:
+    return format_quantity(value)
+
+
+def catalog_rows(objects: Iterable[Mapping]) -> list[CatalogRow]:
+    """Rows for every GPUClass among `objects` (Nodes and Pods give the
+    figures), sorted by class name."""
+    objects = list(objects)
+    classes = gpuclasses(objects)
+    nodes = [obj for obj in objects if obj.get("kind") == "Node" and obj.get("apiVersion") == "v1"]
+    pods = [obj for obj in objects if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1"]
+    figures = capacities(classes, nodes, pods)
+    conflicts = find_conflicts(classes)
+    rows = []
+    for gpuclass in classes:
+        name = class_name(gpuclass)
+        fields = spec(gpuclass)
+        capacity = figures[name]
+        conflict = conflicts.get(name)
+        rows.append(CatalogRow(
+            name=name,
+            vendor=str(fields.get("vendor") or ""),
+            model=str(fields.get("model") or ""),
+            mode=str(fields.get("mode") or ""),
+            profile=fields.get("profile"),
+            memory=str(fields.get("memory") or ""),
+            resource_name=str(fields.get("resourceName") or ""),
+            free_units=_units(capacity.free),
+            allocatable_units=_units(capacity.allocatable),
+            eligible_nodes=capacity.eligible_nodes,
+            conflict_holder=conflict.holder if conflict else None,
+        ))
+    return sorted(rows, key=lambda row: row.name)
+
+
+_HEADERS = ("NAME", "VENDOR/MODEL", "MODE/PROFILE", "MEMORY", "RESOURCE", "FREE", "ALLOCATABLE", "NODES", "STATUS")
+_RIGHT_ALIGNED = {"FREE", "ALLOCATABLE", "NODES"}
+
+
+def _cells(row: CatalogRow) -> tuple[str, ...]:
+    mode = f"{row.mode}/{row.profile}" if row.profile else row.mode
+    status = f"CONFLICT (held by {row.conflict_holder})" if row.in_conflict else "ok"
+    return (
+        row.name, f"{row.vendor}/{row.model}", mode, row.memory, row.resource_name,
+        row.free_units, row.allocatable_units, str(row.eligible_nodes), status,
+    )
+
+
+def render_table(rows: Iterable[CatalogRow]) -> str:
+    """An aligned table, as kubectl prints one; classes in conflict say who holds their resource."""
+    lines = [_HEADERS, *(_cells(row) for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(_HEADERS))]
+    text = []
+    for line in lines:
+        cells = [
+            cell.rjust(width) if header in _RIGHT_ALIGNED else cell.ljust(width)
+            for cell, width, header in zip(line, widths, _HEADERS)
+        ]
+        text.append("   ".join(cells).rstrip())
+    return "\n".join(text) + "\n"
+
+
+def _number(units: str) -> int | str:
+    """Whole units as JSON numbers; anything else stays an exact quantity string."""
+    return int(units) if units.isdigit() else units
+
+
+def render_json(rows: Iterable[CatalogRow]) -> str:
+    """Rows as a JSON document for scripts, keys spelled as Kubernetes spells them."""
+    items = [
+        {
+            "name": row.name,
+            "vendor": row.vendor,
+            "model": row.model,
+            "mode": row.mode,
+            "profile": row.profile,
+            "memory": row.memory,
+            "resourceName": row.resource_name,
+            "freeUnits": _number(row.free_units),
+            "allocatableUnits": _number(row.allocatable_units),
+            "eligibleNodes": row.eligible_nodes,
+            "conflict": {"heldBy": row.conflict_holder} if row.in_conflict else None,
+        }
+        for row in rows
+    ]
+    return json.dumps({"gpuClasses": items}, indent=2) + "\n"

@@ -1,0 +1,150 @@
+"""Free units of a GPU class, from Node allocatable and pod requests alone.
+
+A class's nodes are the nodes whose `status.allocatable` lists its resource
+name (a class has no node selector). On one node,
+
+    free = allocatable[resource] - effective requests of the node's
+           non-terminated pods for it          (never below zero)
+
+with Kubernetes' effective-request rule (`cozyrender.kube.pods`). A node
+counts for a class only while it is eligible for the class's tolerations
+(`cozyrender.kube.nodes.is_eligible`); an ineligible node adds nothing.
+
+`requests_by_node` reads every pod once for all the resource names at hand,
+so a catalog of many classes costs one pass over the pods, not one per class.
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from cozyrender.gpuclass.classes import resource_name, tolerations
+from cozyrender.kube.nodes import is_eligible, node_name
+from cozyrender.kube.pods import effective_pod_resources, is_terminated
+from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
+
+ZERO = Fraction(0)
+
+# node name -> resource name -> effective requests of its non-terminated pods
+NodeRequests = dict[str, dict[str, Fraction]]
+
+
+def allocatable(node: Mapping, resource: str) -> Fraction | None:
+    """The node's allocatable units of `resource`; None when it does not
+    advertise it (or advertises something that is not a quantity)."""
+    raw = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+    if raw is None:
+        return None
+    try:
+        return parse_quantity(raw)
+    except InvalidQuantity:
+        return None
+
+
+def _mentions_any(pod: Mapping, resources: frozenset[str]) -> bool:
+    """Cheap test before the full effective-request computation: does any
+    container, init container or the overhead name one of `resources`?"""
+    spec = pod.get("spec") or {}
+    if not resources.isdisjoint(spec.get("overhead") or ()):
+        return True
+    for group in ("containers", "initContainers"):
+        for container in spec.get(group) or ():
+            figures = container.get("resources")
+            if figures and (
+                not resources.isdisjoint(figures.get("requests") or ())
+                or not resources.isdisjoint(figures.get("limits") or ())
+            ):
+                return True
+    return False
+
+
+def requests_by_node(pods: Iterable[Mapping], resources: Iterable[str]) -> NodeRequests:
+    """Effective requests for `resources` of the non-terminated pods bound to
+    each node (pods not bound to a node hold nothing anywhere yet)."""
+    wanted = frozenset(resources)
+    totals: NodeRequests = {}
+    for pod in pods:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if not node or is_terminated(pod) or not _mentions_any(pod, wanted):
+            continue
+        effective = effective_pod_resources(pod)
+        per_node = totals.setdefault(node, {})
+        for resource in wanted.intersection(effective):
+            per_node[resource] = per_node.get(resource, ZERO) + effective[resource]
+    return totals
+
+
+def free_units_on_node(node: Mapping, resource: str, requested: Fraction) -> Fraction:
+    """allocatable − requested, never negative; zero where not advertised."""
+    available = allocatable(node, resource)
+    if available is None:
+        return ZERO
+    return max(available - requested, ZERO)
+
+
+def node_free_units(gpuclass: Mapping, node: Mapping, pods: Iterable[Mapping]) -> Fraction:
+    """Free units of a class on one node, given the pods bound to it; zero
+    when the node is not eligible for the class."""
+    resource = resource_name(gpuclass)
+    if not is_eligible(node, tolerations(gpuclass)) or allocatable(node, resource) is None:
+        return ZERO
+    name = node_name(node)
+    bound = [pod for pod in pods if (pod.get("spec") or {}).get("nodeName") == name]
+    requested = requests_by_node(bound, [resource]).get(name, {}).get(resource, ZERO)
+    return free_units_on_node(node, resource, requested)
+
+
+@dataclass(frozen=True)
+class ClassCapacity:
+    """A class's figures over its eligible nodes."""
+
+    free: Fraction = ZERO
+    allocatable: Fraction = ZERO
+    eligible_nodes: int = 0
+
+
+def nodes_by_resource(nodes: Iterable[Mapping], resources: Iterable[str]) -> dict[str, list[Mapping]]:
+    """For each resource name, the nodes that advertise it."""
+    index: dict[str, list[Mapping]] = {resource: [] for resource in resources}
+    for node in nodes:
+        listed = (node.get("status") or {}).get("allocatable") or {}
+        for resource in index.keys() & listed.keys():
+            index[resource].append(node)
+    return index
+
+
+def class_capacity(
+    gpuclass: Mapping, class_nodes: Iterable[Mapping], requests: NodeRequests
+) -> ClassCapacity:
+    """Free and allocatable units and the eligible node count of a class, from
+    the nodes advertising its resource and the per-node requests."""
+    resource = resource_name(gpuclass)
+    class_tolerations = tolerations(gpuclass)
+    free = total = ZERO
+    eligible = 0
+    for node in class_nodes:
+        available = allocatable(node, resource)
+        if available is None or not is_eligible(node, class_tolerations):
+            continue
+        eligible += 1
+        total += available
+        requested = requests.get(node_name(node), {}).get(resource, ZERO)
+        free += max(available - requested, ZERO)
+    return ClassCapacity(free=free, allocatable=total, eligible_nodes=eligible)
+
+
+def capacities(
+    classes: Iterable[Mapping], nodes: Iterable[Mapping], pods: Iterable[Mapping]
+) -> dict[str, ClassCapacity]:
+    """Every class's capacity by class name: one pass over nodes and pods."""
+    classes = list(classes)
+    resources = {resource_name(c) for c in classes if resource_name(c)}
+    index = nodes_by_resource(nodes, resources)
+    requests = requests_by_node(pods, resources)
+    return {
+        (c.get("metadata") or {}).get("name") or "": class_capacity(c, index.get(resource_name(c), ()), requests)
+        for c in classes
+    }
