@@ -1,0 +1,115 @@
+"""The post-render rules as pure decisions over parsed values.
+
+Each function decides; `pipeline` applies the decisions to the text. The Flux
+patch generator reaches the same decisions through `post_render` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cozyrender.entitlement import (
+    PARENT_ANNOTATION,
+    REQUESTED_ANNOTATION,
+    flag_value,
+    is_entitled,
+)
+from cozyrender.keys import in_budget_domain, quota_key_problem
+
+VALUES_SECRET = "cozystack-values"
+VALUES_KEY = "values.yaml"
+CLUSTER_VGPU = "gpu-vgpu"
+NAMESPACE_VGPU = "vgpu"
+
+
+class RuleError(ValueError):
+    """Input a rule refuses; the pipeline names the document."""
+
+
+@dataclass(frozen=True)
+class QuotaDecision:
+    """What happens to one ResourceQuota's `spec.hard`."""
+
+    removed: tuple[str, ...]  # budget keys taken out, in document order
+    malformed: tuple[tuple[str, str], ...]  # (key, reason) among them
+    drop: bool  # nothing ordinary is left: the whole quota goes
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.removed)
+
+
+def decide_quota(hard_keys: list[str]) -> QuotaDecision:
+    """Budget keys leave a quota; a quota left empty by that is dropped.
+
+    A quota that declared nothing to begin with is not ours to drop."""
+    removed = tuple(key for key in hard_keys if in_budget_domain(key))
+    malformed = tuple(
+        (key, problem) for key in removed if (problem := quota_key_problem(key)) is not None
+    )
+    return QuotaDecision(removed, malformed, drop=bool(removed) and len(removed) == len(hard_keys))
+
+
+def limit_ranges_dropped(namespace: str | None, dropped_quota_ns: set, kept_quota_ns: set) -> bool:
+    """A GPU-only tenant gets no LimitRange: drop those of a namespace whose
+    quotas were all dropped, keep them where any quota keeps an ordinary key."""
+    return namespace in dropped_quota_ns and namespace not in kept_quota_ns
+
+
+def tenant_entitlement(annotations: Mapping | None) -> bool | None:
+    """The effective vGPU entitlement of a tenant namespace, from its two
+    render inputs; None when the Namespace carries neither (not a tenant
+    namespace, or one already post-rendered)."""
+    annotations = annotations or {}
+    present = [key for key in (REQUESTED_ANNOTATION, PARENT_ANNOTATION) if key in annotations]
+    if not present:
+        return None
+    if len(present) == 1:
+        missing = PARENT_ANNOTATION if present[0] == REQUESTED_ANNOTATION else REQUESTED_ANNOTATION
+        raise RuleError(f"annotation {present[0]} is set but {missing} is missing; a tenant namespace carries both")
+    flags = []
+    for key in (REQUESTED_ANNOTATION, PARENT_ANNOTATION):
+        value = annotations[key]
+        if value not in ("true", "false"):
+            raise RuleError(f'annotation {key} must be the string "true" or "false", not {value!r}')
+        flags.append(value == "true")
+    return is_entitled(*flags)
+
+
+@dataclass(frozen=True)
+class ValuesDecision:
+    """Edits of a tenant's `cozystack-values` values.yaml."""
+
+    set_namespace_vgpu: bool  # write `_namespace.vgpu: true`
+    remove_namespace_vgpu: bool  # a stale or spoofed key goes
+    remove_cluster_vgpu: bool  # `_cluster.gpu-vgpu` stays only when on
+
+    @property
+    def changed(self) -> bool:
+        return self.set_namespace_vgpu or self.remove_namespace_vgpu or self.remove_cluster_vgpu
+
+
+def decide_values(values: object, entitled: bool) -> ValuesDecision:
+    """`_namespace.vgpu: true` exactly when entitled; `_cluster.gpu-vgpu`
+    kept only when on (true or "true"), since `_cluster` reaches every tenant
+    and a key that is always there would upgrade every release."""
+    if values is None:
+        values = {}
+    if not isinstance(values, Mapping):
+        raise RuleError(f"{VALUES_KEY} is not a mapping")
+    namespace = values.get("_namespace")
+    cluster = values.get("_cluster")
+    for name, section in (("_namespace", namespace), ("_cluster", cluster)):
+        if section is not None and not isinstance(section, Mapping):
+            raise RuleError(f"{VALUES_KEY}: {name} is not a mapping")
+    namespace = namespace or {}
+    cluster = cluster or {}
+    has_vgpu = NAMESPACE_VGPU in namespace
+    current_ok = namespace.get(NAMESPACE_VGPU) is True
+    cluster_on = flag_value(cluster.get(CLUSTER_VGPU)) is True
+    return ValuesDecision(
+        set_namespace_vgpu=entitled and not current_ok,
+        remove_namespace_vgpu=has_vgpu and not entitled,
+        remove_cluster_vgpu=CLUSTER_VGPU in cluster and not cluster_on,
+    )

@@ -1,0 +1,56 @@
+"""Reading and writing the stream: the kio reader/writer of the pipeline.
+
+The input is split into chunks at `---` lines in column 0 (a document marker
+in YAML wherever it stands, block scalars included) and after `...` lines.
+Each chunk holds at most one document, with its separator and comments, so
+writing the chunks back unchanged reproduces the input byte for byte.
+Sniffing decides which chunks a rule may need; only those become node trees.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_BOUNDARY = re.compile(rb"^---(?=[ \t\r\n]|$)|^\.\.\.(?:[ \t][^\n]*)?(?:\r?\n|$)", re.M)
+
+# Kinds some rule reads. A chunk that mentions none of them, defines no
+# anchor and starts like a mapping is passed through unparsed.
+_RULE_KINDS = (b"Namespace", b"ResourceQuota", b"LimitRange", b"Secret", b"List")
+_SOURCE_COMMENT = re.compile(rb"^# Source: (.+?)\r?$", re.M)
+_FILENAME_ANNOTATION = re.compile(rb"postrender\.helm\.sh/postrender-filename\W+([^\s'\",}]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Bytes [start, end) of the input; `number` is its 1-based position."""
+
+    number: int
+    start: int
+    end: int
+
+
+def split_chunks(data: bytes) -> list[Chunk]:
+    cuts = [0]
+    for match in _BOUNDARY.finditer(data):
+        cut = match.start() if match.group().startswith(b"-") else match.end()
+        if cut != cuts[-1]:
+            cuts.append(cut)
+    if cuts[-1] != len(data):
+        cuts.append(len(data))
+    return [Chunk(number, start, end) for number, (start, end) in enumerate(zip(cuts, cuts[1:]), 1)]
+
+
+def mentions_rule_kind(data: bytes, chunk: Chunk) -> bool:
+    """Whether a rule may need this chunk: it names a kind some rule reads.
+    A cheap substring test (a false positive costs only a parse)."""
+    return any(data.find(kind, chunk.start, chunk.end) >= 0 for kind in _RULE_KINDS)
+
+
+def source_of(data: bytes, chunk: Chunk) -> str | None:
+    """The `# Source:` path (Helm 3) or postrender-filename (Helm 4) of a chunk."""
+    for pattern in (_SOURCE_COMMENT, _FILENAME_ANNOTATION):
+        match = pattern.search(data, chunk.start, chunk.end)
+        if match:
+            return match.group(1).decode("utf-8", "replace")
+    return None

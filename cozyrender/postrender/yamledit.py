@@ -1,0 +1,245 @@
+"""Surgical edits of YAML text at the positions libyaml's composer reports.
+
+A rule that changes a document changes only the bytes of the keys it edits:
+everything else (comments, key order, quoting, indentation) stays as written.
+Edits are collected as (start, end, replacement) spans over the document text
+and applied once, in `Editor.result()`.
+
+Block and flow (JSON) styles are both handled. Pure text manipulation, no I/O.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from cozyrender.postrender.errors import EditError
+
+STR_TAG = "tag:yaml.org,2002:str"
+BOOL_TAG = "tag:yaml.org,2002:bool"
+NULL_TAG = "tag:yaml.org,2002:null"
+
+Value = str | bool | dict
+
+
+def find_entry(mapping: MappingNode, key: str) -> tuple[int, ScalarNode, Node] | None:
+    """The entry whose key is the string `key`: (index, key node, value node)."""
+    for index, (key_node, value_node) in enumerate(mapping.value):
+        if isinstance(key_node, ScalarNode) and key_node.value == key and key_node.tag == STR_TAG:
+            return index, key_node, value_node
+    return None
+
+
+def child(node: Node | None, *path: str) -> Node | None:
+    """The node at a path of string keys below a mapping node, or None."""
+    for key in path:
+        if not isinstance(node, MappingNode):
+            return None
+        entry = find_entry(node, key)
+        if entry is None:
+            return None
+        node = entry[2]
+    return node
+
+
+def is_null(node: Node | None) -> bool:
+    return node is None or (isinstance(node, ScalarNode) and node.tag == NULL_TAG)
+
+
+class Editor:
+    """Collects non-overlapping text edits over one YAML text."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._edits: list[tuple[int, int, str]] = []
+
+    @property
+    def changed(self) -> bool:
+        return bool(self._edits)
+
+    def replace(self, start: int, end: int, replacement: str) -> None:
+        self._edits.append((start, end, replacement))
+
+    def result(self) -> str:
+        pieces: list[str] = []
+        cursor = 0
+        for start, end, replacement in sorted(self._edits, key=lambda edit: (edit[0], edit[1])):
+            if start < cursor:
+                raise EditError("overlapping edits")  # a bug in a rule, never user input
+            pieces.append(self.text[cursor:start])
+            pieces.append(replacement)
+            cursor = end
+        pieces.append(self.text[cursor:])
+        return "".join(pieces)
+
+    # -- positions ---------------------------------------------------------
+
+    def _line_start(self, pos: int) -> int:
+        return self.text.rfind("\n", 0, pos) + 1
+
+    def _line_end(self, pos: int) -> int:
+        newline = self.text.find("\n", pos)
+        return len(self.text) if newline < 0 else newline + 1
+
+    def _region_end(self, node: Node) -> int:
+        """Where the lines of a block node end: libyaml ends block collections
+        and block scalars at the next token, so a mark preceded only by
+        indentation is snapped back to its line start."""
+        end = node.end_mark.index
+        start_of_line = self._line_start(end)
+        if self.text[start_of_line:end].strip() == "":
+            return start_of_line
+        return self._line_end(end)
+
+    def _block_entry_start(self, key_node: Node) -> int:
+        start = key_node.start_mark.index
+        start_of_line = self._line_start(start)
+        if self.text[start_of_line:start].strip() == "":
+            return start_of_line
+        return start  # the first entry of a sequence item: keep the "- "
+
+    # -- mappings ----------------------------------------------------------
+
+    def delete_entries(self, mapping: MappingNode, indices: Iterable[int], owner: Node | None) -> None:
+        """Delete the entries at `indices`. `owner` is the key node whose value
+        the mapping is (None at a document root); a mapping left empty becomes `{}`."""
+        doomed = set(indices)
+        if not doomed:
+            return
+        kept = [entry for index, entry in enumerate(mapping.value) if index not in doomed]
+        if mapping.flow_style:
+            self._rewrite_flow(mapping, [f"{self._span(k)}: {self._span(v)}" for k, v in kept], "{}")
+            return
+        if not kept:
+            self._empty_block(mapping, owner, "{}")
+            return
+        for index in sorted(doomed):
+            key_node, value_node = mapping.value[index]
+            self.replace(self._block_entry_start(key_node), self._region_end(value_node), "")
+
+    def set_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
+        """Set `key` to `value`: replace the scalar in place, or add the entry."""
+        entry = find_entry(mapping, key)
+        if entry is None:
+            self.add_entry(mapping, key, value)
+            return
+        _, _, value_node = entry
+        if isinstance(value, dict) or not isinstance(value_node, ScalarNode):
+            raise EditError(f"{key!r} is not a scalar")
+        self.replace(value_node.start_mark.index, value_node.end_mark.index, _flow_value(value))
+
+    def add_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
+        if mapping.flow_style:
+            text = f"{json.dumps(key)}: {_flow_value(value)}"
+            if mapping.value:
+                self.replace(mapping.value[-1][1].end_mark.index, mapping.value[-1][1].end_mark.index, ", " + text)
+            else:
+                inside = mapping.start_mark.index + 1
+                self.replace(inside, inside, text)
+            return
+        if not mapping.value:
+            raise EditError("cannot add to an empty block mapping")
+        last_key, last_value = mapping.value[-1]
+        indent = last_key.start_mark.column
+        at = self._region_end(last_value)
+        prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
+        self.replace(at, at, prefix + _block_entry(key, value, indent))
+
+    def replace_entry(self, mapping: MappingNode, index: int, key: str, value: Value) -> None:
+        """Put a new entry where entry `index` stood."""
+        key_node, value_node = mapping.value[index]
+        if mapping.flow_style:
+            self.replace(key_node.start_mark.index, value_node.end_mark.index,
+                         f"{json.dumps(key)}: {_flow_value(value)}")
+        else:
+            self.replace(self._block_entry_start(key_node), self._region_end(value_node),
+                         _block_entry(key, value, key_node.start_mark.column))
+
+    def replace_string(self, node: ScalarNode, new_value: str) -> None:
+        """Replace a string scalar, keeping a literal block a literal block."""
+        formatted = format_string_scalar(node, self.text, new_value)
+        end = self._region_end(node) if formatted.startswith("|") else node.end_mark.index
+        self.replace(node.start_mark.index, end, formatted)
+
+    def replace_node(self, node: Node, value: Value) -> None:
+        """Replace a (null or scalar) value node by a new flow value."""
+        self.replace(node.start_mark.index, node.end_mark.index, _flow_value(value))
+
+    # -- sequences ---------------------------------------------------------
+
+    def delete_items(self, sequence: SequenceNode, indices: Iterable[int], owner: Node | None) -> None:
+        doomed = set(indices)
+        if not doomed:
+            return
+        kept = [item for index, item in enumerate(sequence.value) if index not in doomed]
+        if sequence.flow_style:
+            self._rewrite_flow(sequence, [self._span(item) for item in kept], "[]")
+            return
+        if not kept:
+            self._empty_block(sequence, owner, "[]")
+            return
+        for index in sorted(doomed):
+            item = sequence.value[index]
+            self.replace(self._line_start(item.start_mark.index), self._region_end(item), "")
+
+    # -- helpers -----------------------------------------------------------
+
+    def _span(self, node: Node) -> str:
+        return self.text[node.start_mark.index:node.end_mark.index]
+
+    def _rewrite_flow(self, node: Node, parts: list[str], empty: str) -> None:
+        start, end = node.start_mark.index, node.end_mark.index
+        opener, closer = empty[0], empty[1]
+        self.replace(start, end, opener + ", ".join(parts) + closer if parts else empty)
+
+    def _empty_block(self, node: Node, owner: Node | None, empty: str) -> None:
+        end = self._region_end(node)
+        if owner is None:
+            self.replace(self._line_start(node.start_mark.index), end, empty + "\n")
+            return
+        colon = self.text.find(":", owner.end_mark.index)
+        if colon < 0 or colon > node.start_mark.index:
+            raise EditError("unexpected mapping layout")
+        self.replace(colon + 1, end, f" {empty}\n")
+
+
+def _flow_value(value: Value) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _block_entry(key: str, value: Value, indent: int) -> str:
+    pad = " " * indent
+    if isinstance(value, dict):
+        lines = "".join(_block_entry(k, v, indent + 2) for k, v in value.items())
+        return f"{pad}{key}:\n{lines}"
+    return f"{pad}{key}: {_flow_value(value)}\n"
+
+
+def format_string_scalar(node: ScalarNode, text: str, new_value: str) -> str:
+    """A string scalar spelled in the style of the one it replaces: a literal
+    block stays a literal block at its indentation; anything else becomes a
+    double-quoted string, which holds every value exactly."""
+    if node.style == "|" and _literal_safe(new_value):
+        indent = _literal_indent(node, text)
+        trailing = len(new_value) - len(new_value.rstrip("\n"))
+        chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
+        body = new_value[: len(new_value) - trailing] if trailing else new_value
+        lines = [(" " * indent + line) if line else "" for line in body.split("\n")]
+        return f"|{chomp}\n" + "\n".join(lines) + "\n" * max(trailing, 1)
+    return json.dumps(new_value, ensure_ascii=False)
+
+
+def _literal_safe(value: str) -> bool:
+    if not value.strip() or value.lstrip("\n").startswith((" ", "\t")):
+        return False
+    return all(ch in "\n\t" or (ch >= " " and ch not in "\x7f\u2028\u2029\ufeff") for ch in value)
+
+
+def _literal_indent(node: ScalarNode, text: str) -> int:
+    header_end = text.find("\n", node.start_mark.index)
+    for line in text[header_end + 1:node.end_mark.index].split("\n"):
+        if line.strip():
+            return len(line) - len(line.lstrip(" "))
+    return node.start_mark.column + 2
