@@ -1,0 +1,140 @@
+"""The audit of a whole state: every declaration readable, every pool
+within its budgets, and the GPU budgets a sub-tenant escapes.
+
+For each budget pool root R and budget key K it declares: devices reserved
+in R's pool for the classes K covers plus the charges of carving tenants
+must stay within R's K (the design page's invariant). For each ordinary
+pool root and key: the pool's usage plus carving tenants' charges must stay
+within the value. A sub-tenant that declares its own quotas is a pool root
+of its own and leaves its parent's pool for every key it does not declare,
+so when it does not declare a key covering what an ancestor's budget key
+covers, its workloads are counted against no budget of that ancestor:
+reported as a warning.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from cozyrender.kube.quantity import format_quantity
+
+from .index import ALL_CLASSES, BudgetState
+from .model import quota_field
+from .tree import parent_namespace
+from .usage import usage_key
+
+ERROR = "error"
+WARNING = "warning"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One audit result. `numbers` holds the figures behind the message."""
+
+    severity: str
+    kind: str
+    namespace: str
+    field: str
+    message: str
+    numbers: tuple[tuple[str, str], ...] = ()
+
+    def as_dict(self) -> dict:
+        return {
+            "severity": self.severity,
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "field": self.field,
+            "message": self.message,
+            **({"numbers": dict(self.numbers)} if self.numbers else {}),
+        }
+
+
+def _sort_key(finding: Finding) -> tuple:
+    return (finding.severity != ERROR, finding.namespace, finding.kind, finding.field, finding.message)
+
+
+def audit(state: BudgetState) -> list[Finding]:
+    """Every finding, errors first, then by namespace: deterministic for a given state."""
+    findings: list[Finding] = []
+    for namespace, declaration in state.declarations.items():
+        for key, problem in declaration.problems:
+            findings.append(Finding(ERROR, "invalid-declaration", namespace, quota_field(key), problem))
+        if parent_namespace(namespace) not in (None, declaration.created_in):
+            findings.append(Finding(
+                WARNING, "ambiguous-namespace", namespace, "metadata.name",
+                f"Tenant {declaration.created_in}/{declaration.tenant} owns {namespace}, whose parent by name "
+                f"is {parent_namespace(namespace)}: a '-' in a tenant name breaks the namespace chain",
+            ))
+        if declaration.budgets:
+            findings.extend(_audit_budget_pool(state, namespace))
+        if declaration.ordinary:
+            findings.extend(_audit_ordinary_pool(state, namespace))
+        findings.extend(_escapes(state, namespace))
+    findings.sort(key=_sort_key)
+    return findings
+
+
+def _audit_budget_pool(state: BudgetState, root: str) -> list[Finding]:
+    findings = []
+    for key, budget in state.declarations[root].budgets.items():
+        reserved = state.reserved_for(root, key)
+        carved = state.charged_to(root, key)
+        if reserved + carved > budget:
+            findings.append(Finding(
+                ERROR, "over-committed", root, quota_field(key.key),
+                f"pool {root} is over its GPU budget {key.key!r}: reserved {reserved} + carved out {carved} "
+                f"= {reserved + carved} > budget {budget}",
+                (("budget", str(budget)), ("reserved", str(reserved)), ("carvedOut", str(carved))),
+            ))
+    return findings
+
+
+def _audit_ordinary_pool(state: BudgetState, root: str) -> list[Finding]:
+    findings = []
+    usage = state.pool_usage.get(root, {})
+    charges = state.ordinary_charges.get(root, {})
+    for key, value in state.declarations[root].ordinary.items():
+        read_as = usage_key(key)
+        used = usage.get(read_as, Fraction(0))
+        carved = charges.get(key, Fraction(0))
+        if used + carved > value:
+            findings.append(Finding(
+                ERROR, "over-committed", root, quota_field(key),
+                f"pool {root} is over {key!r}: used {format_quantity(used)} ({read_as}) + carved out "
+                f"{format_quantity(carved)} = {format_quantity(used + carved)} > {format_quantity(value)}",
+                (("budget", format_quantity(value)), ("used", format_quantity(used)),
+                 ("carvedOut", format_quantity(carved))),
+            ))
+    return findings
+
+
+def _escapes(state: BudgetState, namespace: str) -> list[Finding]:
+    """Budget keys of the nearest pool root above `namespace` that its tenant
+    (a pool root itself) does not cap: its pool's devices of those classes
+    count against no budget of that root."""
+    declaration = state.declarations[namespace]
+    parent = parent_namespace(namespace)
+    if not declaration.is_budget_root or parent is None:
+        return []
+    root = state.budget_root(parent)
+    if root is None:
+        return []
+    findings = []
+    for key in sorted(state.declarations[root].budgets, key=lambda k: k.gpu_class or ""):
+        if key in declaration.budgets:
+            continue
+        if key.gpu_class is None:
+            uncapped = "classes it declares no budget for" if declaration.budgets else "any class"
+        else:
+            uncapped = f"class {key.gpu_class}"
+            if ALL_CLASSES in declaration.budgets:
+                uncapped += " (its class-less budget is not charged to a class-scoped key)"
+        findings.append(Finding(
+            WARNING, "escapes-budget", namespace, quota_field(key.key),
+            f"tenant {declaration.created_in}/{declaration.tenant} declares its own quotas but not {key.key!r}: "
+            f"devices of {uncapped} reserved in its pool count against no budget of {root}",
+        ))
+    return findings

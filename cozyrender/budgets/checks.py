@@ -1,0 +1,234 @@
+"""The write checks: a VMInstance or KubernetesNodes write against the GPU
+budgets of its pool, and the declaration gate for a Tenant write.
+
+Each returns a Decision: allowed or not, one Reason per violated key naming
+the field and the numbers, as an admission webhook would answer. A check
+reads only the written object's ancestors and one pool's aggregates from
+the indexed state (plus, for a Tenant, its own subtree).
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from cozyrender.keys import BudgetKey
+from cozyrender.kube.quantity import format_quantity
+
+from .index import ALL_CLASSES, BudgetState, budget_charge
+from .model import Declaration, Workload, parse_declaration, quota_field
+from .tree import parent_namespace
+from .usage import usage_key
+
+
+@dataclass(frozen=True)
+class Reason:
+    """One violation: the field it concerns and a message with the numbers."""
+
+    field: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"field": self.field, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The answer to a write: `allowed` is True exactly when `reasons` is empty."""
+
+    reasons: tuple[Reason, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def allowed(self) -> bool:
+        return not self.reasons
+
+    def as_dict(self) -> dict:
+        return {
+            "allowed": self.allowed,
+            "reasons": [reason.as_dict() for reason in self.reasons],
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass
+class _Answer:
+    reasons: list[Reason] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def decision(self) -> Decision:
+        return Decision(tuple(self.reasons), tuple(self.warnings))
+
+
+def growth(new: Workload, old: Workload | None) -> dict[str, int]:
+    """Per class, how many more devices the write reserves than the object
+    it replaces (classes that do not grow are left out)."""
+    before = old.reservations if old is not None else {}
+    return {
+        gpu_class: count - before.get(gpu_class, 0)
+        for gpu_class, count in new.reservations.items()
+        if count > before.get(gpu_class, 0)
+    }
+
+
+def _growth_field(new: Workload, old: Workload | None, classes: set[str]) -> str:
+    """The field that grew for `classes`: a worker pool's maxReplicas when
+    only that changed, otherwise the first entry's count for those classes."""
+    if (
+        old is not None
+        and new.kind == "KubernetesNodes"
+        and new.max_replicas > old.max_replicas
+        and all(
+            sum(e.count for e in new.entries if e.gpu_class == c) <= sum(e.count for e in old.entries if e.gpu_class == c)
+            for c in classes
+        )
+    ):
+        return "spec.maxReplicas"
+    for entry in new.entries:
+        if entry.gpu_class in classes:
+            return f"spec.gpus[{entry.index}].count" if entry.count_given else f"spec.gpus[{entry.index}]"
+    return "spec.gpus"
+
+
+def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
+    """The GPU budget check for a VMInstance or KubernetesNodes write.
+
+    The write replaces the object of the same kind, namespace and name in
+    `state` when there is one (an update), else it is a create. Only growth
+    is checked: a write that reserves no more devices of any class than
+    before is admitted even when its pool is over budget. Otherwise, for
+    every budget key the namespace's pool root declares that covers a
+    growing class: devices reserved in the pool for the classes the key
+    covers (this workload at its new size) plus the charges of carving
+    tenants must stay within the declared value. No pool root, or no key
+    covering the class: no budget applies.
+    """
+    old = state.workloads.get(new.identity)
+    grown = growth(new, old)
+    answer = _Answer()
+    if not grown:
+        return answer.decision()
+    root = state.budget_root(new.namespace)
+    if root is None:
+        return answer.decision()
+    declaration = state.declarations[root]
+    for key in sorted(declaration.budgets, key=lambda k: (k.gpu_class is not None, k.gpu_class or "")):
+        covered = {c for c in grown if key.covers(c)}
+        if not covered:
+            continue
+        budget = declaration.budgets[key]
+        requested = sum(n for c, n in new.reservations.items() if key.covers(c))
+        previously = sum(n for c, n in (old.reservations if old else {}).items() if key.covers(c))
+        reserved = state.reserved_for(root, key) - previously
+        carved = state.charged_to(root, key)
+        if requested + reserved + carved > budget:
+            answer.reasons.append(Reason(
+                _growth_field(new, old, covered),
+                f"Forbidden: exceeded GPU budget {key.key!r} of pool {root}: "
+                f"requested {requested}, reserved {reserved}, carved out {carved}, budget {budget} "
+                f"({requested + reserved + carved} > {budget})",
+            ))
+    return answer.decision()
+
+
+def _fmt(value: Fraction | int) -> str:
+    return format_quantity(Fraction(value))
+
+
+def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
+    """The declaration gate for a Tenant write (create, or update of the
+    Tenant with the same namespace and name in `state`).
+
+    Malformed keys in the budget domain, invalid budget values and ordinary
+    values that are not non-negative quantities are refused. Then, per key
+    the tenant declares, against the pool root R of the namespace it is
+    created in (budget or ordinary sense): when R declares the key (or, for
+    a class-scoped key, the class-less key), the tenant's charge to it must
+    fit what R has left: R's value minus the other carving tenants' charges
+    minus what R's pool uses (reserved devices, or ordinary usage), the
+    tenant's own subtree excluded. When R declares neither, nothing
+    constrains the key.
+    """
+    child = parse_declaration(tenant)
+    answer = _Answer()
+    for key, problem in child.problems:
+        answer.reasons.append(Reason(quota_field(key), f"Invalid: {problem}"))
+    parent = parent_namespace(child.namespace)
+    if parent is None:
+        return answer.decision()  # the root tenant: nothing above it
+    if child.budgets:
+        _gate_budget_keys(state, child, parent, answer)
+    if child.ordinary:
+        _gate_ordinary_keys(state, child, parent, answer)
+    return answer.decision()
+
+
+def _gate_budget_keys(state: BudgetState, child: Declaration, parent: str, answer: _Answer) -> None:
+    root = state.budget_root(parent)
+    if root is None:
+        return
+    limits = state.declarations[root].budgets
+    # R's keys the child's declaration is charged to: each class it declares
+    # and, for any budget key, the class-less key.
+    targets = [key for key in child.budgets if key in limits and key.gpu_class is not None]
+    if ALL_CLASSES in limits:
+        targets.append(ALL_CLASSES)
+    if not targets:
+        return
+    leaving = state.subtree_contribution(child.namespace, root, ordinary=False)
+    for target in sorted(targets, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
+        charge = budget_charge(child, target)
+        others = state.charged_to(root, target) - leaving.charges.get(target, 0)
+        used = state.reserved_for(root, target) - sum(
+            n for c, n in leaving.reserved.items() if target.covers(c)
+        )
+        available = limits[target] - others - used
+        if charge > available:
+            answer.reasons.append(Reason(
+                quota_field(_charged_key(child, target).key),
+                f"Forbidden: exceeds what pool {root} has left of {target.key!r}: "
+                f"requested {charge}{_charge_note(child, target)}, budget {limits[target]}, "
+                f"carved out {others}, reserved {used} (available {max(available, 0)})",
+            ))
+
+
+def _charged_key(child: Declaration, target: BudgetKey) -> BudgetKey:
+    """The child's key a charge to `target` comes from, for the message's field."""
+    if target in child.budgets:
+        return target
+    return min(child.budgets, key=lambda k: k.gpu_class or "")
+
+
+def _charge_note(child: Declaration, target: BudgetKey) -> str:
+    if target.gpu_class is None and target not in child.budgets and len(child.budgets) > 1:
+        return " (the sum of its class-scoped budgets)"
+    return ""
+
+
+def _gate_ordinary_keys(state: BudgetState, child: Declaration, parent: str, answer: _Answer) -> None:
+    root = state.ordinary_root(parent)
+    if root is None:
+        return
+    limits = state.declarations[root].ordinary
+    keys = sorted(key for key in child.ordinary if key in limits)
+    if not keys:
+        return
+    leaving = state.subtree_contribution(child.namespace, root, ordinary=True)
+    pool_usage = state.pool_usage.get(root, {})
+    pool_charges = state.ordinary_charges.get(root, {})
+    for key in keys:
+        read_as = usage_key(key)
+        others = pool_charges.get(key, Fraction(0)) - leaving.ordinary_charges.get(key, Fraction(0))
+        used = pool_usage.get(read_as, Fraction(0)) - leaving.usage.get(read_as, Fraction(0))
+        available = limits[key] - others - used
+        if child.ordinary[key] > available:
+            answer.reasons.append(Reason(
+                quota_field(key),
+                f"Forbidden: exceeds what pool {root} has left of {key!r}: "
+                f"requested {_fmt(child.ordinary[key])}, budget {_fmt(limits[key])}, "
+                f"carved out {_fmt(others)}, used {_fmt(used)} ({read_as}) "
+                f"(available {_fmt(max(available, Fraction(0)))})",
+            ))

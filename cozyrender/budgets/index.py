@@ -1,0 +1,351 @@
+"""The state, indexed once for the budget rules.
+
+`index_state(objects)` sorts the objects into dicts keyed by namespace and
+computes the per-pool aggregates every check reads: devices reserved per
+class in each budget pool, the charges of carving tenants to each pool
+root, and ordinary usage per pool under the keys its root declares. A
+single write check then reads a handful of entries (the namespace's
+ancestors, one pool's aggregates) and never walks the whole state; only
+the declaration gate also walks the written tenant's own subtree.
+
+Two pool senses (see the design page):
+- budget keys: a tenant declaring any key is a pool root;
+- ordinary keys: only a tenant declaring a key outside the budget domain is
+  one, so a GPU-only tenant stays in its parent's pool for cpu, memory...
+
+Pure: the index is built from the objects and never changed afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from cozyrender.keys import ALL_CLASSES_KEY, BudgetKey
+
+from .model import (
+    KUBERNETES_NODES,
+    TENANT,
+    VM_INSTANCE,
+    BudgetInputError,
+    Declaration,
+    Workload,
+    api_group,
+    is_apps_object,
+    metadata_name_namespace,
+    object_ref,
+    parse_declaration,
+    parse_workload,
+)
+from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, parent_namespace
+from .usage import Usage, namespace_usage, pod_usage, quota_usage, usage_key
+
+ALL_CLASSES = BudgetKey(None)
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """What one subtree adds to a pool: reserved devices per class, charges
+    per budget key, ordinary usage and charges per key."""
+
+    reserved: dict[str, int] = field(default_factory=dict)
+    charges: dict[BudgetKey, int] = field(default_factory=dict)
+    usage: dict[str, Fraction] = field(default_factory=dict)
+    ordinary_charges: dict[str, Fraction] = field(default_factory=dict)
+
+
+@dataclass
+class BudgetState:
+    """The indexed state. Build it with `index_state`; treat it as read-only.
+
+    - `declarations`: tenant namespace -> its Tenant's Declaration
+    - `tenants`: (created-in namespace, tenant name) -> the namespace it owns
+    - `workloads`: (kind, namespace, name) -> Workload
+    - `reserved`: namespace -> class -> devices reserved there
+    - `children`: namespace -> the known child namespaces (by name)
+    - `pool_reserved`: budget pool root -> class -> devices reserved in its pool
+    - `charges`: budget pool root -> budget key -> charges of carving tenants
+    - `ordinary_charges`: ordinary pool root -> key -> charges of carving tenants
+    - `pool_usage`: ordinary pool root -> quota key -> usage of its pool
+    - `usage`: namespace -> usage under the keys its ordinary pool root declares
+    - `gpuclasses`: GPUClass name -> object; `platform_vgpu`: the root's
+      vGPU entitlement read from the state (None when the state holds neither
+      the tenant-root Namespace label nor the platform values)
+    """
+
+    declarations: dict[str, Declaration] = field(default_factory=dict)
+    tenants: dict[tuple[str, str], str] = field(default_factory=dict)
+    workloads: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
+    reserved: dict[str, dict[str, int]] = field(default_factory=dict)
+    children: dict[str, set[str]] = field(default_factory=dict)
+    pool_reserved: dict[str, dict[str, int]] = field(default_factory=dict)
+    charges: dict[str, dict[BudgetKey, int]] = field(default_factory=dict)
+    ordinary_charges: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    pool_usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    gpuclasses: dict[str, dict] = field(default_factory=dict)
+    platform_vgpu: bool | None = None
+    tenant_objects: dict[tuple[str, str], dict] = field(default_factory=dict)
+
+    # -- pool roots ---------------------------------------------------------
+
+    def budget_root(self, namespace: str) -> str | None:
+        """The nearest namespace at or above `namespace` whose tenant
+        declares any key: the root of its pool for budget keys."""
+        for candidate in ancestors(namespace):
+            declaration = self.declarations.get(candidate)
+            if declaration is not None and declaration.is_budget_root:
+                return candidate
+        return None
+
+    def ordinary_root(self, namespace: str) -> str | None:
+        """The nearest namespace at or above `namespace` whose tenant
+        declares a key outside the budget domain: its ordinary pool root."""
+        for candidate in ancestors(namespace):
+            declaration = self.declarations.get(candidate)
+            if declaration is not None and declaration.is_ordinary_root:
+                return candidate
+        return None
+
+    def reserved_for(self, root: str, key: BudgetKey) -> int:
+        """Devices reserved in `root`'s pool for the classes `key` covers."""
+        pool = self.pool_reserved.get(root, {})
+        if key.gpu_class is None:
+            return sum(pool.values())
+        return pool.get(key.gpu_class, 0)
+
+    def charged_to(self, root: str, key: BudgetKey) -> int:
+        return self.charges.get(root, {}).get(key, 0)
+
+    # -- subtrees -----------------------------------------------------------
+
+    def subtree_contribution(self, namespace: str, root: str, ordinary: bool) -> Contribution:
+        """What `namespace` and its subtree currently add to `root`'s pool
+        (budget sense, or ordinary sense when `ordinary`): the part that
+        leaves `root`'s pool when the tenant of `namespace` becomes a pool
+        root of its own. Walks only that subtree's namespaces."""
+        find_root = self.ordinary_root if ordinary else self.budget_root
+        contribution = Contribution()
+        own = self.declarations.get(namespace)
+        is_root = own is not None and (own.is_ordinary_root if ordinary else own.is_budget_root)
+        if is_root:
+            # Already its own pool root: only its own charge is in `root`'s figures.
+            if find_root(parent_namespace(namespace) or "") == root:
+                _add_charge(contribution, own, ordinary)
+            return contribution
+        if find_root(namespace) != root:
+            return contribution
+        stack = [namespace]
+        while stack:
+            current = stack.pop()
+            declaration = self.declarations.get(current)
+            if current != namespace and declaration is not None and (
+                declaration.is_ordinary_root if ordinary else declaration.is_budget_root
+            ):
+                _add_charge(contribution, declaration, ordinary)
+                continue
+            if ordinary:
+                for key, value in self.usage.get(current, {}).items():
+                    contribution.usage[key] = contribution.usage.get(key, Fraction(0)) + value
+            else:
+                for gpu_class, count in self.reserved.get(current, {}).items():
+                    contribution.reserved[gpu_class] = contribution.reserved.get(gpu_class, 0) + count
+            stack.extend(self.children.get(current, ()))
+        return contribution
+
+
+def budget_charge(declaration: Declaration, key: BudgetKey) -> int:
+    """A carving tenant's charge to its pool root's budget key `key`: its own
+    value for a class-scoped key; for the class-less key its own class-less
+    value when it declares one, otherwise the sum of its class-scoped values
+    (a class is part of "every class", so it is never counted twice)."""
+    if key.gpu_class is not None:
+        return declaration.budgets.get(key, 0)
+    if ALL_CLASSES in declaration.budgets:
+        return declaration.budgets[ALL_CLASSES]
+    return sum(declaration.budgets.values())
+
+
+def _charges_of(declaration: Declaration) -> dict[BudgetKey, int]:
+    charges = {key: value for key, value in declaration.budgets.items() if key.gpu_class is not None}
+    if declaration.budgets:
+        charges[ALL_CLASSES] = budget_charge(declaration, ALL_CLASSES)
+    return charges
+
+
+def _add_charge(contribution: Contribution, declaration: Declaration, ordinary: bool) -> None:
+    if ordinary:
+        for key, value in declaration.ordinary.items():
+            contribution.ordinary_charges[key] = contribution.ordinary_charges.get(key, Fraction(0)) + value
+    else:
+        for key, value in _charges_of(declaration).items():
+            contribution.charges[key] = contribution.charges.get(key, 0) + value
+
+
+def _identity(obj: Mapping) -> tuple[str, str, str, str]:
+    meta = obj.get("metadata") or {}
+    return (api_group(obj), str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _platform_vgpu_from_values(secret: Mapping) -> bool | None:
+    """`_cluster.gpu-vgpu` of tenant-root's `cozystack-values` Secret, from
+    `stringData` or base64 `data` of its `values.yaml`."""
+    import base64
+
+    import yaml
+
+    from cozyrender.entitlement import flag_value
+
+    text = (secret.get("stringData") or {}).get("values.yaml")
+    if text is None:
+        encoded = (secret.get("data") or {}).get("values.yaml")
+        if encoded is None:
+            return None
+        try:
+            text = base64.b64decode(encoded).decode("utf-8")
+        except (ValueError, UnicodeDecodeError):
+            raise BudgetInputError("Secret tenant-root/cozystack-values: data.values.yaml is not base64 UTF-8") from None
+    try:
+        values = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise BudgetInputError(f"Secret tenant-root/cozystack-values: values.yaml is not YAML: {err}") from None
+    cluster = values.get("_cluster") if isinstance(values, Mapping) else None
+    if not isinstance(cluster, Mapping) or "gpu-vgpu" not in cluster:
+        return False  # written only when on
+    return bool(flag_value(cluster["gpu-vgpu"]))
+
+
+def index_state(objects: Iterable[Mapping]) -> BudgetState:
+    """Index `objects` (Tenants, VMInstances, KubernetesNodes, ResourceQuotas,
+    Pods, GPUClasses, the tenant-root Namespace and its `cozystack-values`
+    Secret; anything else is ignored) for the budget rules.
+
+    Raises BudgetInputError for an object the rules cannot read, for two
+    different objects with the same kind, namespace and name (identical
+    copies, as from overlapping inputs, are fine), and for two Tenants
+    owning the same namespace. The result does not depend on object order.
+    """
+    state = BudgetState()
+    seen: dict[tuple[str, str, str, str], Mapping] = {}
+    quotas: dict[str, list[Mapping]] = {}
+    pods: dict[str, list[Mapping]] = {}
+    namespace_label: bool | None = None
+    values_vgpu: bool | None = None
+    for obj in objects:
+        kind = obj.get("kind")
+        if kind not in _INDEXED_KINDS:
+            continue
+        identity = _identity(obj)
+        previous = seen.get(identity)
+        if previous is not None:
+            if previous != obj:
+                raise BudgetInputError(f"{object_ref(obj)}: two different objects with this kind, namespace and name")
+            continue
+        seen[identity] = obj
+        group = identity[0]
+        if kind == TENANT and is_apps_object(obj, TENANT):
+            declaration = parse_declaration(obj)
+            other = state.declarations.get(declaration.namespace)
+            if other is not None:
+                raise BudgetInputError(
+                    f"{object_ref(obj)}: namespace {declaration.namespace} is also owned by "
+                    f"Tenant {other.created_in}/{other.tenant}"
+                )
+            state.declarations[declaration.namespace] = declaration
+            state.tenants[(declaration.created_in, declaration.tenant)] = declaration.namespace
+            state.tenant_objects[(declaration.created_in, declaration.tenant)] = obj  # type: ignore[assignment]
+        elif kind in (VM_INSTANCE, KUBERNETES_NODES) and group == "apps.cozystack.io":
+            workload = parse_workload(obj)
+            state.workloads[workload.identity] = workload
+            if workload.reservations:
+                per_class = state.reserved.setdefault(workload.namespace, {})
+                for gpu_class, count in workload.reservations.items():
+                    per_class[gpu_class] = per_class.get(gpu_class, 0) + count
+        elif kind == "ResourceQuota" and group == "":
+            namespace, _ = metadata_name_namespace(obj)
+            quotas.setdefault(namespace, []).append(obj)
+        elif kind == "Pod" and group == "":
+            namespace, _ = metadata_name_namespace(obj)
+            pods.setdefault(namespace, []).append(obj)
+        elif kind == "GPUClass" and group == "cozystack.io":
+            name = (obj.get("metadata") or {}).get("name")
+            if isinstance(name, str):
+                state.gpuclasses[name] = obj  # type: ignore[assignment]
+        elif kind == "Namespace" and group == "" and identity[3] == ROOT_NAMESPACE:
+            from cozyrender.entitlement import VGPU_LABEL, flag_value
+
+            labels = (obj.get("metadata") or {}).get("labels") or {}
+            if VGPU_LABEL in labels:
+                namespace_label = bool(flag_value(labels[VGPU_LABEL]))
+        elif kind == "Secret" and group == "" and identity[2:] == (ROOT_NAMESPACE, "cozystack-values"):
+            values_vgpu = _platform_vgpu_from_values(obj)
+    # The label is what the platform rendered; the values are its input.
+    state.platform_vgpu = namespace_label if namespace_label is not None else values_vgpu
+
+    known = set(state.declarations) | set(state.reserved) | set(quotas) | set(pods)
+    for namespace in known:
+        child = namespace
+        for parent in ancestors(parent_namespace(namespace) or ""):
+            siblings = state.children.setdefault(parent, set())
+            if child in siblings:
+                break
+            siblings.add(child)
+            child = parent
+
+    # Budget pools: reservations and the charges of carving tenants.
+    budget_roots: dict[str, str | None] = {}
+
+    def budget_root(namespace: str) -> str | None:
+        if namespace not in budget_roots:
+            budget_roots[namespace] = state.budget_root(namespace)
+        return budget_roots[namespace]
+
+    for namespace, per_class in state.reserved.items():
+        root = budget_root(namespace)
+        if root is not None:
+            pool = state.pool_reserved.setdefault(root, {})
+            for gpu_class, count in per_class.items():
+                pool[gpu_class] = pool.get(gpu_class, 0) + count
+    for namespace, declaration in state.declarations.items():
+        parent = parent_namespace(namespace)
+        if parent is None:
+            continue
+        if declaration.budgets:
+            root = budget_root(parent)
+            if root is not None:
+                pool_charges = state.charges.setdefault(root, {})
+                for key, value in _charges_of(declaration).items():
+                    pool_charges[key] = pool_charges.get(key, 0) + value
+        if declaration.ordinary:
+            root = state.ordinary_root(parent)
+            if root is not None:
+                pool_ordinary = state.ordinary_charges.setdefault(root, {})
+                for key, value in declaration.ordinary.items():
+                    pool_ordinary[key] = pool_ordinary.get(key, Fraction(0)) + value
+
+    # Ordinary pools: usage of each member namespace under its root's keys.
+    for namespace in set(quotas) | set(pods):
+        if not is_tenant_namespace(namespace):
+            continue
+        root = state.ordinary_root(namespace)
+        if root is None:
+            continue
+        keys = {usage_key(key) for key in state.declarations[root].ordinary}
+        quota_used = quota_usage(quotas[namespace]) if namespace in quotas else None
+        pods_used: Usage = {}
+        if namespace in pods and (quota_used is None or not keys <= quota_used.keys()):
+            pods_used = pod_usage(pods[namespace])
+        used = {key: namespace_usage(key, quota_used, pods_used) for key in keys}
+        state.usage[namespace] = used
+        pool = state.pool_usage.setdefault(root, {})
+        for key, value in used.items():
+            pool[key] = pool.get(key, Fraction(0)) + value
+    return state
+
+
+_INDEXED_KINDS = frozenset({
+    TENANT, VM_INSTANCE, KUBERNETES_NODES, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",
+})
+
+__all__ = ["ALL_CLASSES", "ALL_CLASSES_KEY", "BudgetState", "Contribution", "budget_charge", "index_state"]

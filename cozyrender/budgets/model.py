@@ -1,0 +1,240 @@
+"""What the budget rules read from objects: a Tenant's declaration and a
+workload's GPU reservation.
+
+Declarations are split the way the rules need them: valid budget keys with
+whole device counts, ordinary keys with exact quantities, and whatever is
+malformed with the reason (the declaration gate refuses those, the audit
+reports them). Reservations follow `spec.gpus`: class entries
+`{class, count}` (count defaults to 1), times `spec.maxReplicas` for a
+KubernetesNodes worker pool; an entry naming only a device-plugin `name`
+reserves nothing.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from cozyrender.keys import (
+    BudgetKey,
+    InvalidBudgetKey,
+    InvalidBudgetValue,
+    in_budget_domain,
+    is_class_name,
+    parse_budget_key,
+    parse_budget_value,
+)
+from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
+
+from .tree import owned_namespace
+
+APPS_GROUP = "apps.cozystack.io"
+TENANT = "Tenant"
+VM_INSTANCE = "VMInstance"
+KUBERNETES_NODES = "KubernetesNodes"
+WORKLOAD_KINDS = (VM_INSTANCE, KUBERNETES_NODES)
+
+
+class BudgetInputError(ValueError):
+    """An object the rules cannot read (a negative count, a gpus entry with
+    neither class nor name, a missing namespace...); str() names the object
+    and the field. A command reports it as bad input, not as a refusal."""
+
+
+def api_group(obj: Mapping) -> str:
+    api_version = obj.get("apiVersion") or ""
+    return api_version.rpartition("/")[0] if "/" in api_version else ""
+
+
+def is_apps_object(obj: Mapping, kind: str) -> bool:
+    return obj.get("kind") == kind and api_group(obj) == APPS_GROUP
+
+
+def object_ref(obj: Mapping) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{obj.get('kind')} {meta.get('namespace') or '-'}/{meta.get('name') or '?'}"
+
+
+def metadata_name_namespace(obj: Mapping) -> tuple[str, str]:
+    """(namespace, name) of a namespaced object; BudgetInputError when missing."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise BudgetInputError(f"{object_ref(obj)}: metadata is missing")
+    name, namespace = meta.get("name"), meta.get("namespace")
+    if not isinstance(name, str) or not name:
+        raise BudgetInputError(f"{object_ref(obj)}: metadata.name is missing")
+    if not isinstance(namespace, str) or not namespace:
+        raise BudgetInputError(f"{object_ref(obj)}: metadata.namespace is missing")
+    return namespace, name
+
+
+def quota_field(key: str) -> str:
+    """The field path of one declared key, as admission messages name it."""
+    return f'spec.resourceQuotas["{key}"]'
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A Tenant's `spec.resourceQuotas`, split for the budget rules.
+
+    `budgets` maps each valid budget key to its whole device count;
+    `ordinary` maps every key outside the budget domain to its quantity;
+    `problems` lists (key, reason) for malformed budget keys, invalid budget
+    values and ordinary values that are not non-negative quantities. A
+    tenant that declares any key at all (`declared_keys`) is a pool root for
+    budget keys; one that declares a key outside the domain is a pool root
+    for ordinary keys.
+    """
+
+    tenant: str
+    created_in: str
+    namespace: str
+    budgets: dict[BudgetKey, int] = field(default_factory=dict)
+    ordinary: dict[str, Fraction] = field(default_factory=dict)
+    problems: tuple[tuple[str, str], ...] = ()
+    declared_keys: tuple[str, ...] = ()
+    requests_vgpu: bool = False
+
+    @property
+    def is_budget_root(self) -> bool:
+        return bool(self.declared_keys)
+
+    @property
+    def is_ordinary_root(self) -> bool:
+        return any(not in_budget_domain(key) for key in self.declared_keys)
+
+
+def parse_declaration(tenant: Mapping) -> Declaration:
+    """Read a Tenant object. Malformed keys and values are collected in
+    `problems`, never raised: refusing them is the declaration gate's job."""
+    from cozyrender.entitlement import flag_value
+
+    created_in, name = metadata_name_namespace(tenant)
+    spec = tenant.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise BudgetInputError(f"{object_ref(tenant)}: spec is not an object")
+    quotas = spec.get("resourceQuotas") or {}
+    if not isinstance(quotas, Mapping):
+        raise BudgetInputError(f"{object_ref(tenant)}: spec.resourceQuotas is not a map")
+    budgets: dict[BudgetKey, int] = {}
+    ordinary: dict[str, Fraction] = {}
+    problems: list[tuple[str, str]] = []
+    for key, value in quotas.items():
+        key = str(key)
+        if in_budget_domain(key):
+            try:
+                parsed = parse_budget_key(key)
+            except InvalidBudgetKey as err:
+                problems.append((key, f"unsupported GPU budget key {err}"))
+                continue
+            try:
+                budgets[parsed] = parse_budget_value(value)
+            except InvalidBudgetValue as err:
+                problems.append((key, f"invalid GPU budget for {key!r}: {err}"))
+        else:
+            try:
+                quantity = parse_quantity(value)
+            except InvalidQuantity as err:
+                problems.append((key, f"{key!r}: {err}"))
+                continue
+            if quantity < 0:
+                problems.append((key, f"{key!r}: {value!r} is negative"))
+                continue
+            ordinary[key] = quantity
+    gpu = spec.get("gpu") or {}
+    requests_vgpu = bool(isinstance(gpu, Mapping) and flag_value(gpu.get("vgpu")))
+    namespace = owned_namespace(name, created_in)  # `root` in tenant-root owns tenant-root
+    return Declaration(
+        tenant=name,
+        created_in=created_in,
+        namespace=namespace,
+        budgets=budgets,
+        ordinary=ordinary,
+        problems=tuple(problems),
+        declared_keys=tuple(str(key) for key in quotas),
+        requests_vgpu=requests_vgpu,
+    )
+
+
+@dataclass(frozen=True)
+class ClassEntry:
+    """One class entry of `spec.gpus`: its index, class and per-replica count."""
+
+    index: int
+    gpu_class: str
+    count: int
+    count_given: bool
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A VMInstance or KubernetesNodes object as the budget check sees it.
+
+    `reservations` maps each class to the devices it reserves: the summed
+    counts of its entries, times `max_replicas` for a worker pool.
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    entries: tuple[ClassEntry, ...]
+    max_replicas: int
+    reservations: dict[str, int]
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
+
+def parse_workload(obj: Mapping) -> Workload:
+    """Read a VMInstance or KubernetesNodes object; BudgetInputError for a
+    negative or fractional count, an entry with neither `class` nor `name`,
+    a class that is not a DNS-1123 label, or a worker pool naming classes
+    without a whole `spec.maxReplicas`."""
+    kind = obj.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        raise BudgetInputError(f"{object_ref(obj)}: not a VMInstance or KubernetesNodes")
+    namespace, name = metadata_name_namespace(obj)
+    where = object_ref(obj)
+    spec = obj.get("spec") or {}
+    if not isinstance(spec, Mapping):
+        raise BudgetInputError(f"{where}: spec is not an object")
+    gpus = spec.get("gpus") or []
+    if not isinstance(gpus, list):
+        raise BudgetInputError(f"{where}: spec.gpus is not a list")
+    entries: list[ClassEntry] = []
+    for index, entry in enumerate(gpus):
+        path = f"spec.gpus[{index}]"
+        if not isinstance(entry, Mapping):
+            raise BudgetInputError(f"{where}: {path} is not an object")
+        gpu_class = entry.get("class")
+        if gpu_class is None:
+            if not entry.get("name"):
+                raise BudgetInputError(f"{where}: {path} names neither a class nor a device name")
+            continue  # a device-plugin entry: not budgeted
+        if not isinstance(gpu_class, str) or not is_class_name(gpu_class):
+            raise BudgetInputError(f"{where}: {path}.class {gpu_class!r} is not a GPU class name (a DNS-1123 label)")
+        count_given = "count" in entry
+        try:
+            count = parse_budget_value(entry["count"]) if count_given else 1
+        except InvalidBudgetValue:
+            raise BudgetInputError(
+                f"{where}: {path}.count {entry['count']!r} is not a whole, non-negative number"
+            ) from None
+        entries.append(ClassEntry(index, gpu_class, count, count_given))
+    max_replicas = 1
+    if kind == KUBERNETES_NODES and entries:
+        raw = spec.get("maxReplicas")
+        if raw is None:
+            raise BudgetInputError(f"{where}: spec.maxReplicas is required to reserve GPUs for a worker pool")
+        try:
+            max_replicas = parse_budget_value(raw)
+        except InvalidBudgetValue:
+            raise BudgetInputError(f"{where}: spec.maxReplicas {raw!r} is not a whole, non-negative number") from None
+    reservations: dict[str, int] = {}
+    for entry in entries:
+        reservations[entry.gpu_class] = reservations.get(entry.gpu_class, 0) + entry.count * max_replicas
+    return Workload(kind, namespace, name, tuple(entries), max_replicas, reservations)

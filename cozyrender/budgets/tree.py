@@ -1,0 +1,56 @@
+"""The tenant namespace tree, read from namespace names.
+
+A tenant named `x` created in namespace `P` owns `tenant-x` when `P` is
+`tenant-root`, and `P-x` otherwise; so the root tenant (`root` in
+`tenant-root`) owns `tenant-root` itself. The parent of a tenant namespace
+is its name without the last `-segment` (`tenant-a-b` -> `tenant-a`,
+`tenant-a` -> `tenant-root`). Namespaces outside `tenant-root`'s tree
+(`kube-system`, `cozy-system`, ...) belong to no tenant and no pool.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+ROOT_NAMESPACE = "tenant-root"
+_TENANT_PREFIX = "tenant-"
+
+
+def owned_namespace(tenant_name: str, created_in: str) -> str:
+    """The namespace a tenant named `tenant_name` created in `created_in` owns."""
+    if created_in == ROOT_NAMESPACE:
+        return _TENANT_PREFIX + tenant_name
+    return f"{created_in}-{tenant_name}"
+
+
+def is_tenant_namespace(namespace: str) -> bool:
+    """Whether `namespace` lies in `tenant-root`'s tree (by name)."""
+    return namespace == ROOT_NAMESPACE or (
+        namespace.startswith(_TENANT_PREFIX) and len(namespace) > len(_TENANT_PREFIX)
+    )
+
+
+def parent_namespace(namespace: str) -> str | None:
+    """The parent tenant namespace, or None for `tenant-root` and for
+    namespaces outside the tenant tree."""
+    if namespace == ROOT_NAMESPACE or not is_tenant_namespace(namespace):
+        return None
+    parent = namespace.rpartition("-")[0]
+    return ROOT_NAMESPACE if parent == "tenant" else parent
+
+
+def ancestors(namespace: str) -> Iterator[str]:
+    """`namespace` itself, then each ancestor up to `tenant-root`."""
+    current: str | None = namespace if is_tenant_namespace(namespace) else None
+    while current is not None:
+        yield current
+        current = parent_namespace(current)
+
+
+def is_within(namespace: str, subtree_root: str) -> bool:
+    """Whether `namespace` is `subtree_root` or one of its descendants."""
+    if subtree_root == ROOT_NAMESPACE:
+        return is_tenant_namespace(namespace)
+    return namespace == subtree_root or namespace.startswith(subtree_root + "-")

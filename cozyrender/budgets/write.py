@@ -1,0 +1,62 @@
+"""One entry point for a write: `check_write(state, obj)` dispatches on the
+object's kind to the Tenant declaration gate or the workload checks (GPU
+classes, the vGPU entitlement and the budgets).
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .checks import Decision, Reason, check_tenant_declaration, check_workload_budget
+from .index import BudgetState
+from .model import (
+    TENANT,
+    WORKLOAD_KINDS,
+    BudgetInputError,
+    is_apps_object,
+    metadata_name_namespace,
+    object_ref,
+    parse_workload,
+)
+
+
+def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
+    """Check one write against the indexed state: an update when `state`
+    holds an object of the same kind, namespace and name, a create otherwise.
+
+    Tenant (apps.cozystack.io): the declaration gate. VMInstance and
+    KubernetesNodes (apps.cozystack.io): the class and vGPU checks, then the
+    GPU budget check. GPUClass (cozystack.io): the class validation.
+    `platform_vgpu` overrides the root's vGPU entitlement read from the state.
+    Raises BudgetInputError for an object the rules cannot read, including
+    any other kind.
+    """
+    kind = obj.get("kind")
+    if is_apps_object(obj, TENANT):
+        metadata_name_namespace(obj)
+        decision = check_tenant_declaration(state, obj)
+        name = obj["metadata"]["name"]
+        if "-" in name:
+            decision = Decision(
+                (Reason("metadata.name", f"Invalid: tenant name {name!r} contains '-': "
+                        "the namespace chain is read from namespace names"),) + decision.reasons,
+                decision.warnings,
+            )
+        return decision
+    if kind in WORKLOAD_KINDS and is_apps_object(obj, kind):
+        from .classes import check_workload_classes
+
+        workload = parse_workload(obj)
+        classes = check_workload_classes(state, workload, platform_vgpu)
+        budget = check_workload_budget(state, workload)
+        return Decision(classes.reasons + budget.reasons, classes.warnings + budget.warnings)
+    if kind == "GPUClass" and (obj.get("apiVersion") or "").startswith("cozystack.io/"):
+        from .classes import check_gpuclass_write
+
+        return check_gpuclass_write(state, obj)
+    raise BudgetInputError(
+        f"{object_ref(obj)} ({obj.get('apiVersion')}): cannot check this kind; expected an "
+        "apps.cozystack.io/v1alpha1 Tenant, VMInstance or KubernetesNodes, or a cozystack.io GPUClass"
+    )

@@ -1,0 +1,80 @@
+"""`cozyrender check`: the GPU budget rules before a change merges.
+
+    cozyrender check --state PATH... --write FILE [-o text|json]   # one write
+    cozyrender check --state PATH... [-o text|json]                # audit
+
+Exit 0 admitted (or a clean audit), 1 refused (or an audit with errors),
+2 bad input. A thin shell over `cozyrender.budgets`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _fail(message: str) -> None:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--state", "state_paths", multiple=True, metavar="PATH",
+              help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests); repeatable.")
+@click.argument("more_state", nargs=-1, metavar="[PATH]...")
+@click.option("--write", "write_file", metavar="FILE",
+              help="The object being written; an update when the state holds one of the same kind, namespace and name.")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
+              help="The platform's gpu.vgpu, overriding what the state says.")
+def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_file: str | None,
+            output: str, platform_vgpu: str | None) -> None:
+    """Check a write against the GPU budgets and GPU classes of a state, or
+    audit the whole state when no --write is given."""
+    from cozyrender.budgets import BudgetInputError, audit, check_write, index_state
+    from cozyrender.state import StateError, load_objects, parse_documents
+
+    paths = state_paths + more_state
+    if not paths:
+        _fail("give the state with --state PATH (files or folders of YAML/JSON)")
+    override = None if platform_vgpu is None else platform_vgpu == "true"
+    try:
+        state = index_state(load_objects(paths))
+        if write_file is None:
+            findings = audit(state)
+            _print_audit(findings, output)
+            sys.exit(EXIT_REFUSED if any(f.severity == "error" for f in findings) else EXIT_OK)
+        try:
+            with open(write_file, encoding="utf-8") as handle:
+                text = handle.read()
+        except (OSError, UnicodeDecodeError) as err:
+            raise StateError(f"{write_file}: cannot read: {err}") from None
+        objects = parse_documents(text, write_file)
+        if len(objects) != 1:
+            raise StateError(f"{write_file}: holds {len(objects)} objects; --write takes exactly one")
+        decision = check_write(state, objects[0], platform_vgpu=override)
+    except (StateError, BudgetInputError) as err:
+        _fail(str(err))
+    if output == "json":
+        click.echo(json.dumps(decision.as_dict(), indent=2))
+    else:
+        click.echo("admitted" if decision.allowed else "refused")
+        for reason in decision.reasons:
+            click.echo(f"  {reason.field}: {reason.message}")
+        for warning in decision.warnings:
+            click.echo(f"  warning: {warning}")
+    sys.exit(EXIT_OK if decision.allowed else EXIT_REFUSED)
+
+
+def _print_audit(findings: list, output: str) -> None:
+    if output == "json":
+        click.echo(json.dumps([finding.as_dict() for finding in findings], indent=2))
+        return
+    errors = sum(1 for f in findings if f.severity == "error")
+    for finding in findings:
+        click.echo(f"{finding.severity}: {finding.namespace}: {finding.field}: {finding.message}")
+    click.echo(f"{errors} error(s), {len(findings) - errors} warning(s)")
