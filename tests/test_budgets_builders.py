@@ -52,10 +52,23 @@ def quota(namespace: str, name: str, used: dict, hard: dict | None = None) -> di
     }
 
 
-def gpuclass(name: str, resource: str, mode: str = "passthrough", created: str = "2026-01-01T00:00:00Z") -> dict:
-    spec = {"vendor": "nvidia", "model": name.upper(), "mode": mode, "resourceName": resource}
-    return {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass",
-            "metadata": {"name": name, "creationTimestamp": created}, "spec": spec}
+def gpuclass(name: str, resource: str, mode: str = "passthrough", created: str | None = "2026-01-01T00:00:00Z") -> dict:
+    spec: dict = {"vendor": "nvidia", "model": name.upper(), "mode": mode, "memory": "40Gi",
+                  "sourceKind": "PCIHostDevice", "resourceName": resource}
+    if mode != "passthrough":
+        spec["profile"] = "A100-4C"
+    if mode == "vgpu":
+        spec["sourceKind"] = "MediatedDevice"
+        spec["license"] = {"secretRef": {"namespace": "cozy-gpu", "name": "nvidia-license"}, "featureType": 4}
+    meta: dict = {"name": name}
+    if created is not None:
+        meta["creationTimestamp"] = created
+    return {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": meta, "spec": spec}
+
+
+def root_namespace(vgpu: str | None) -> dict:
+    labels = {} if vgpu is None else {"namespace.cozystack.io/vgpu": vgpu}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-root", "labels": labels}}
 
 
 def klist(objects: list[dict]) -> dict:

@@ -1,19 +1,119 @@
-"""GPU classes in a workload write: the class must exist and hold its
-resource name (no conflict), and a `vgpu` class needs the namespace's vGPU
-entitlement. Placeholder until the GPU-class modules land."""
+"""GPU classes named by a write: the class must exist and hold its resource
+name, and a `vgpu` class needs the namespace's vGPU entitlement; a GPUClass
+write is validated against the shipped CRD as the API server would.
+
+The rules themselves live elsewhere, one implementation each: conflicts in
+`cozyrender.gpuclass.conflicts`, the CRD validation in
+`cozyrender.gpuclass.validation`, the entitlement chain in
+`cozyrender.entitlement`. This module only applies them to a write.
+
+Pure functions, no I/O (the CRD file is read once by the validator).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .checks import Decision
+from cozyrender.entitlement import chain_entitlement
+
+from .checks import Decision, Reason
 from .index import BudgetState
-from .model import Workload
+from .model import BudgetInputError, Workload
+from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace
+
+NO_CLASSES_WARNING = (
+    "the state holds no GPUClass objects: class existence, conflicts and the vGPU entitlement "
+    "were not checked (add `kubectl get gpuclasses -o yaml` to the state)"
+)
 
 
-def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu: bool | None) -> Decision:
-    return Decision()
+def namespace_entitled(state: BudgetState, namespace: str, platform_vgpu: bool) -> bool:
+    """The vGPU entitlement of `namespace`: the platform's value for
+    tenant-root, then each tenant's `spec.gpu.vgpu` down the chain (a tenant
+    namespace without a Tenant object in the state asks for nothing).
+    Namespaces outside the tenant tree are never entitled."""
+    if not is_tenant_namespace(namespace):
+        return False
+    chain = [ns for ns in reversed(list(ancestors(namespace))) if ns != ROOT_NAMESPACE]
+    requested = [
+        state.declarations[ns].requests_vgpu if ns in state.declarations else False for ns in chain
+    ]
+    return chain_entitlement(platform_vgpu, requested)
+
+
+def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu: bool | None = None) -> Decision:
+    """Each class a VMInstance/KubernetesNodes write names must be a GPUClass
+    of the state, not in conflict over its resource name, and, when its mode
+    is `vgpu`, usable in the workload's namespace. `platform_vgpu` overrides
+    the root's entitlement read from the state; when neither says, the
+    platform counts as not entitled (a warning says so)."""
+    from cozyrender.gpuclass.classes import mode
+    from cozyrender.gpuclass.conflicts import find_conflicts
+
+    if not workload.entries:
+        return Decision()
+    if not state.gpuclasses:
+        return Decision(warnings=(NO_CLASSES_WARNING,))
+    conflicts = find_conflicts(state.gpuclasses.values())
+    reasons: list[Reason] = []
+    warnings: list[str] = []
+    seen: set[str] = set()
+    for entry in workload.entries:
+        name = entry.gpu_class
+        if name in seen:
+            continue
+        seen.add(name)
+        field = f"spec.gpus[{entry.index}].class"
+        gpuclass = state.gpuclasses.get(name)
+        if gpuclass is None:
+            reasons.append(Reason(field, f"Invalid: GPU class {name!r} does not exist"))
+            continue
+        if name in conflicts:
+            reasons.append(Reason(field, f"Forbidden: {conflicts[name]}"))
+            continue
+        if mode(gpuclass) == "vgpu":
+            platform = platform_vgpu if platform_vgpu is not None else state.platform_vgpu
+            if platform is None:
+                warnings.append(
+                    "the platform's vGPU setting is not in the state (the tenant-root Namespace's label or "
+                    "tenant-root/cozystack-values): treated as off; pass --platform-vgpu to set it"
+                )
+                platform = False
+            if not namespace_entitled(state, workload.namespace, platform):
+                reasons.append(Reason(
+                    field,
+                    f"Forbidden: GPU class {name!r} is a vGPU class and namespace {workload.namespace} is not "
+                    "entitled to vGPU (each tenant from the root down must set spec.gpu.vgpu, "
+                    f"and the platform's gpu.vgpu must be on: it is {'on' if platform else 'off'})",
+                ))
+    return Decision(tuple(reasons), tuple(warnings))
 
 
 def check_gpuclass_write(state: BudgetState, obj: Mapping) -> Decision:
-    return Decision()
+    """Validate a GPUClass write against the shipped CRD: a create, or an
+    update with the state's class of the same name bound as `oldSelf`.
+    A class that would be in conflict over its resource name is a warning:
+    the write is valid, but workloads cannot use the class."""
+    from cozyrender.gpuclass.classes import class_name
+    from cozyrender.gpuclass.conflicts import find_conflicts
+    from cozyrender.gpuclass.kubecel import RuleCompileError
+    from cozyrender.gpuclass.validation import CRDError, validate_gpuclass
+
+    name = class_name(obj)
+    old = state.gpuclasses.get(name)
+    try:
+        result = validate_gpuclass(obj, old)
+    except (CRDError, RuleCompileError) as err:
+        raise BudgetInputError(f"the GPUClass CRD cannot be used: {err}") from None
+    reasons = tuple(Reason(v.path or "<root>", f"Invalid: {v.message}") for v in result.violations)
+    warnings: list[str] = [f"pruned unknown field {path}" for path in result.pruned]
+    written = dict(obj)
+    if old is not None:
+        # An update keeps the stored creation time, and so its seniority.
+        created = (old.get("metadata") or {}).get("creationTimestamp")
+        written["metadata"] = dict(obj.get("metadata") or {}, creationTimestamp=created)
+    others = [c for n, c in state.gpuclasses.items() if n != name]
+    conflict = find_conflicts(others + [written]).get(name)
+    if conflict is not None:
+        warnings.append(f"{conflict}; workloads naming it will be refused")
+    return Decision(reasons, tuple(warnings))

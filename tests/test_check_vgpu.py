@@ -1,0 +1,121 @@
+"""The GPU class checks of `cozyrender check` (issue 5 item 6): unknown
+classes, class conflicts, the vGPU entitlement gate, GPUClass writes."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from test_budgets_builders import gpuclass, root_namespace, run_check, run_check_json, tenant, vm
+
+A100 = gpuclass("a100", "nvidia.com/GA100_A100_PCIE_40GB")
+VGPU = gpuclass("a100-4c", "nvidia.com/GRID_A100_4C", mode="vgpu")
+
+
+def _vgpu_state(platform: str | None, a_vgpu: bool = True, b_vgpu: bool | None = None) -> list[dict]:
+    return [root_namespace(platform), A100, VGPU, tenant("a", vgpu=a_vgpu), tenant("b", "tenant-a", vgpu=b_vgpu)]
+
+
+def _vgpu_vm(namespace: str) -> dict:
+    return vm(namespace, "desktop", [{"class": "a100-4c"}])
+
+
+def test_passthrough_class_is_admitted(tmp_path):
+    assert run_check_json(tmp_path, [A100], vm("tenant-root", "v", [{"class": "a100"}]))[0] == 0
+
+
+def test_unknown_class_is_refused(tmp_path):
+    code, answer = run_check_json(tmp_path, [A100], vm("tenant-root", "v", [{"name": "nvidia.com/x"}, {"class": "h100"}]))
+    assert code == 1
+    assert answer["reasons"] == [{"field": "spec.gpus[1].class", "message": "Invalid: GPU class 'h100' does not exist"}]
+
+
+def test_class_in_conflict_is_refused_naming_the_holder(tmp_path):
+    newer = gpuclass("a100-typo", A100["spec"]["resourceName"], created="2026-02-01T00:00:00Z")
+    code, answer = run_check_json(tmp_path, [A100, newer], vm("tenant-root", "v", [{"class": "a100-typo"}]))
+    assert code == 1
+    assert "'a100'" in answer["reasons"][0]["message"] and "conflict" in answer["reasons"][0]["message"]
+    # the holder stays usable
+    assert run_check_json(tmp_path, [A100, newer], vm("tenant-root", "v", [{"class": "a100"}]))[0] == 0
+
+
+def test_state_without_classes_warns_and_still_checks_budgets(tmp_path):
+    state = [tenant("a", quotas={"a100.gpuclass.cozystack.io/devices": 1})]
+    code, answer = run_check_json(tmp_path, state, vm("tenant-a", "v", [{"class": "a100", "count": 2}]))
+    assert code == 1 and "GPUClass" in answer["warnings"][0]
+
+
+@pytest.mark.parametrize("namespace,platform,a_vgpu,b_vgpu,allowed", [
+    ("tenant-a", "true", True, None, True),
+    ("tenant-a", "false", True, None, False),      # the platform is off
+    ("tenant-a", "true", False, None, False),      # a does not ask
+    ("tenant-a-b", "true", True, None, False),     # b does not ask
+    ("tenant-a-b", "true", True, True, True),
+    ("tenant-a-b", "true", False, True, False),    # b asks, its parent is not entitled
+    ("tenant-root", "true", True, None, True),
+])
+def test_vgpu_entitlement_chain(tmp_path, namespace, platform, a_vgpu, b_vgpu, allowed):
+    code, answer = run_check_json(tmp_path, _vgpu_state(platform, a_vgpu, b_vgpu), _vgpu_vm(namespace))
+    assert answer["allowed"] is allowed and code == (0 if allowed else 1)
+    if not allowed:
+        assert answer["reasons"][0]["field"] == "spec.gpus[0].class"
+        assert "not entitled to vGPU" in answer["reasons"][0]["message"]
+
+
+def test_platform_vgpu_flag_overrides_the_state(tmp_path):
+    state = _vgpu_state("false")
+    assert run_check_json(tmp_path, state, _vgpu_vm("tenant-a"), "--platform-vgpu", "true")[0] == 0
+    state = _vgpu_state("true")
+    assert run_check_json(tmp_path, state, _vgpu_vm("tenant-a"), "--platform-vgpu", "false")[0] == 1
+
+
+def _values_secret(values: str, encoded: bool) -> dict:
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cozystack-values", "namespace": "tenant-root"}}
+    if encoded:
+        secret["data"] = {"values.yaml": base64.b64encode(values.encode()).decode()}
+    else:
+        secret["stringData"] = {"values.yaml": values}
+    return secret
+
+
+@pytest.mark.parametrize("encoded", [False, True])
+@pytest.mark.parametrize("values,allowed", [("_cluster:\n  gpu-vgpu: true\n", True), ("_cluster: {}\n", False)])
+def test_platform_vgpu_from_cozystack_values(tmp_path, encoded, values, allowed):
+    state = _vgpu_state(None)[1:] + [_values_secret(values, encoded)]
+    code, answer = run_check_json(tmp_path, state, _vgpu_vm("tenant-a"))
+    assert answer["allowed"] is allowed
+
+
+def test_unknown_platform_vgpu_is_off_with_a_warning(tmp_path):
+    code, answer = run_check_json(tmp_path, _vgpu_state(None)[1:], _vgpu_vm("tenant-a"))
+    assert code == 1 and "--platform-vgpu" in answer["warnings"][0]
+
+
+def test_gpuclass_create_is_validated(tmp_path):
+    assert run_check_json(tmp_path, [], gpuclass("h100", "nvidia.com/H100", created=None))[0] == 0
+    bad = gpuclass("H100", "h100.gpuclass.cozystack.io/devices", created=None)
+    code, answer = run_check_json(tmp_path, [], bad)
+    assert code == 1
+    messages = " ".join(r["message"] for r in answer["reasons"])
+    assert "DNS-1123" in messages and "budget domain" in messages
+
+
+def test_gpuclass_update_is_validated_against_the_stored_class(tmp_path):
+    changed = gpuclass("a100", A100["spec"]["resourceName"], created=None)
+    changed["spec"]["model"] = "A100X"
+    code, answer = run_check_json(tmp_path, [A100], changed)
+    assert code == 1
+    assert any("model is immutable" in r["message"] for r in answer["reasons"])
+    # the same change is a valid create
+    assert run_check_json(tmp_path, [], changed)[0] == 0
+
+
+def test_gpuclass_write_that_would_conflict_warns(tmp_path):
+    code, answer = run_check_json(tmp_path, [A100], gpuclass("a100b", A100["spec"]["resourceName"], created=None))
+    assert code == 0 and "conflict" in answer["warnings"][0]
+
+
+def test_text_output_of_a_refusal(tmp_path):
+    result = run_check(tmp_path, _vgpu_state("false"), _vgpu_vm("tenant-a"))
+    assert result.exit_code == 1
+    assert result.output.startswith("refused\n  spec.gpus[0].class: Forbidden: GPU class 'a100-4c' is a vGPU class")
