@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ class RenderError(Exception):
     """A render that Helm refuses (bad values, a `fail`, bad YAML); str() is Helm's message."""
 
 
-# Helm's kind install order (pkg/release/v1/util/kind_sorter.go, Helm 3.17 and 4.1).
+# Helm 4's kind install order (pkg/release/v1/util/kind_sorter.go in 4.1).
 INSTALL_ORDER: tuple[str, ...] = (
     "PriorityClass", "Namespace", "NetworkPolicy", "ResourceQuota", "LimitRange",
     "PodSecurityPolicy", "PodDisruptionBudget", "ServiceAccount", "Secret", "SecretList",
@@ -41,7 +41,8 @@ INSTALL_ORDER: tuple[str, ...] = (
     "HorizontalPodAutoscaler", "StatefulSet", "Job", "CronJob", "IngressClass", "Ingress",
     "APIService", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
 )
-_KIND_RANK = {kind: rank for rank, kind in enumerate(INSTALL_ORDER)}
+# Helm 3.17 does not know the two webhook kinds: they sort with the unknown kinds.
+INSTALL_ORDER_HELM3: tuple[str, ...] = INSTALL_ORDER[:-2]
 
 NOTES_SUFFIX = "NOTES.txt"
 HOOK_ANNOTATION = "helm.sh/hook"
@@ -111,17 +112,23 @@ def _head(path: str, doc: str) -> dict[str, Any]:
     return head
 
 
-def _kind_key(kind: str) -> tuple[int, str]:
+def _kind_key(ordering: Sequence[str]) -> Callable[[Manifest], tuple[int, str]]:
     """Sort key equivalent to Helm's lessByKind: known kinds by install order,
     unknown kinds after them alphabetically (code point order is Go's byte order)."""
-    rank = _KIND_RANK.get(kind)
-    if rank is None:
-        return (len(INSTALL_ORDER), kind)
-    return (rank, "")
+    rank = {kind: i for i, kind in enumerate(ordering)}
+
+    def key(manifest: Manifest) -> tuple[int, str]:
+        if manifest.kind in rank:
+            return (rank[manifest.kind], "")
+        return (len(ordering), manifest.kind)
+
+    return key
 
 
-def sort_manifests(files: Mapping[str, str]) -> Rendered:
-    """Helm's SortManifests over {template path: rendered text}."""
+def sort_manifests(files: Mapping[str, str], ordering: Sequence[str] = INSTALL_ORDER
+                   ) -> Rendered:
+    """Helm's SortManifests over {template path: rendered text}; `ordering` is
+    INSTALL_ORDER (Helm 4, the default) or INSTALL_ORDER_HELM3."""
     generic: list[Manifest] = []
     hooks: list[Manifest] = []
     for path in sorted(files):
@@ -147,8 +154,8 @@ def sort_manifests(files: Mapping[str, str]) -> Rendered:
                 continue  # Helm skips documents with an unknown hook event
             hooks.append(Manifest(path, doc, kind, name, hook=True))
     # list.sort is stable, like Go's sort.SliceStable.
-    generic.sort(key=lambda m: _kind_key(m.kind))
-    hooks.sort(key=lambda m: _kind_key(m.kind))
+    generic.sort(key=_kind_key(ordering))
+    hooks.sort(key=_kind_key(ordering))
     return Rendered(generic, hooks)
 
 
@@ -225,11 +232,13 @@ def render_files(chart: str | Path, values: Mapping[str, Any], release: str, nam
         loaded.close()
 
 
-def render(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str) -> Rendered:
+def render(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str,
+           ordering: Sequence[str] = INSTALL_ORDER) -> Rendered:
     """Render a chart and sort it as Helm does."""
-    return sort_manifests(render_files(chart, values, release, namespace))
+    return sort_manifests(render_files(chart, values, release, namespace), ordering)
 
 
-def template(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str) -> bytes:
-    """The bytes `helm template RELEASE CHART -n NAMESPACE` prints for these values."""
-    return render(chart, values, release, namespace).text().encode("utf-8")
+def template(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str,
+             ordering: Sequence[str] = INSTALL_ORDER) -> bytes:
+    """The bytes `helm template RELEASE CHART -n NAMESPACE` (Helm 4) prints for these values."""
+    return render(chart, values, release, namespace, ordering).text().encode("utf-8")

@@ -1,0 +1,288 @@
+"""cozyrender.render and `cozyrender template`: the SDK render printed byte for
+byte as the pinned `helm template` binaries print it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cozyrender import render
+from cozyrender.render import RenderError, load_values, merge_values, split_manifests, template
+
+ROOT = Path(__file__).resolve().parent.parent
+TENANT = ROOT / "charts" / "tenant"
+
+# A chart full of the cases Helm's splitting and sorting treat specially.
+TRICKY = {
+    "Chart.yaml": "apiVersion: v2\nname: tricky\nversion: 0.1.0\n",
+    "values.yaml": "count: 1\n",
+    "charts/child/Chart.yaml": "apiVersion: v2\nname: child\nversion: 0.1.0\n",
+    "charts/child/templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-subchart\n",
+    "templates/NOTES.txt": "Thanks for installing {{ .Release.Name }}.\n",
+    "templates/_partial.tpl": '{{- define "tricky.x" -}}x{{- end -}}\nkind: ShouldNotAppear\n',
+    "templates/empty.yaml": "{{- if false }}\nkind: Nope\n{{- end }}\n   \n",
+    "templates/multi.yaml": textwrap.dedent("""\
+        # a leading comment before the first separator
+        ---
+        apiVersion: v1
+        kind: Service
+        metadata:
+          name: svc
+        spec:
+          ports: [{port: 80}]
+        ---   
+        ---
+        apiVersion: v1
+        kind: ServiceAccount
+        metadata:
+          name: sa
+          annotations:
+            note: "not a hook"
+        --- # trailing text after a separator
+        apiVersion: example.com/v1
+        kind: Zebra
+        metadata:
+          name: z
+        ---
+        apiVersion: example.com/v1
+        kind: Aardvark
+        metadata:
+          name: a
+        ---
+        data:
+          block: |
+            line one
+            ---
+            line three
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: with-dashes
+        ---
+        # only a comment
+        ---
+        apiVersion: v1
+        kind: Namespace
+        metadata:
+          name: ns
+        """),
+    "templates/hooks.yaml": textwrap.dedent("""\
+        apiVersion: batch/v1
+        kind: Job
+        metadata:
+          name: pre
+          annotations:
+            helm.sh/hook: pre-install, Post-Upgrade
+        spec:
+          template:
+            spec:
+              restartPolicy: Never
+              containers: [{name: c, image: busybox}]
+        ---
+        apiVersion: v1
+        kind: ServiceAccount
+        metadata:
+          name: hook-sa
+          annotations:
+            helm.sh/hook: pre-delete
+            helm.sh/hook-weight: "-5"
+        ---
+        apiVersion: v1
+        kind: Pod
+        metadata:
+          name: test
+          annotations:
+            helm.sh/hook: test
+        spec:
+          containers: [{name: c, image: busybox}]
+        ---
+        apiVersion: v1
+        kind: ConfigMap
+        metadata:
+          name: unknown-hook
+          annotations:
+            helm.sh/hook: pre-install,never-heard-of
+        """),
+    "templates/sub/z.yaml": 'apiVersion: v1\nkind: Secret\nmetadata:\n  name: in-subdir\nstringData:\n  count: "{{ .Values.count }}"\n',
+    "templates/sub.yaml": '{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "json-doc"}}\n',
+    "templates/kinds.yaml": "".join(
+        f"---\napiVersion: v1\nkind: {kind}\nmetadata:\n  name: k-{i}\n"
+        for i, kind in enumerate(reversed(render.INSTALL_ORDER + ("", "Widget", "Apple")))),
+}
+
+
+def write_chart(base: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = base / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return base
+
+
+@pytest.fixture(scope="module")
+def tricky(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_chart(tmp_path_factory.mktemp("charts") / "tricky", TRICKY)
+
+
+def helm_template(helm: Path, chart: Path, release: str, namespace: str, *args: str) -> bytes:
+    proc = subprocess.run([str(helm), "template", release, str(chart), "-n", namespace, *args],
+                          capture_output=True, check=True)
+    return proc.stdout
+
+
+def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "cozyrender", *args], input=stdin,
+                          capture_output=True, cwd=ROOT)
+
+
+# ---------------------------------------------------------------- byte equality
+
+@pytest.mark.parametrize("helm_fixture, ordering", [
+    ("helm4", render.INSTALL_ORDER), ("helm3", render.INSTALL_ORDER_HELM3)])
+def test_tricky_chart_matches_helm_template_bytes(tricky: Path, helm_fixture: str, ordering: tuple,
+                                                  request: pytest.FixtureRequest) -> None:
+    helm = request.getfixturevalue(helm_fixture)
+    expected = helm_template(helm, tricky, "rel", "ns1")
+    assert template(tricky, {}, "rel", "ns1", ordering) == expected
+    # the fixture really exercises what it claims to
+    text = expected.decode()
+    assert "NOTES" not in text and "ShouldNotAppear" not in text and "unknown-hook" not in text
+    assert text.index("name: svc") < text.index("kind: Job")  # hooks after manifests
+    assert "    ---\n    line three" in text  # a `---` inside a block scalar is no separator
+
+
+def test_tricky_chart_with_values_and_set_matches_helm(tricky: Path, helm4: Path, tmp_path: Path
+                                                       ) -> None:
+    first = tmp_path / "a.yaml"
+    first.write_text("count: 2\nextra: {a: 1, b: [1, 2]}\n")
+    second = tmp_path / "b.yaml"
+    second.write_text("extra: {b: [3]}\n")
+    sets = ["count=7", "extra.c=x"]
+    expected = helm_template(helm4, tricky, "rel", "ns1", "-f", str(first), "-f", str(second),
+                             *(a for s in sets for a in ("--set", s)))
+    values = load_values([first, second], sets)
+    assert values == {"count": 7, "extra": {"a": 1, "b": [3], "c": "x"}}
+    assert template(tricky, values, "rel", "ns1") == expected
+
+
+def test_cli_raw_matches_helm4_for_tenant(helm4: Path, tmp_path: Path) -> None:
+    values = tmp_path / "v.yaml"
+    values.write_text("resourceQuotas:\n  cpu: 2\n  a100.gpuclass.cozystack.io/devices: 1\n")
+    args = ["-f", str(values), "--set", "gpu.vgpu=true", "--set", "host=x.example.org"]
+    expected = helm_template(helm4, TENANT, "tenant-a", "tenant-root", *args)
+    proc = run_cli("template", str(TENANT), "tenant-a", "-n", "tenant-root", "--raw", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected
+
+
+def test_helm3_and_helm4_differ_only_in_webhook_order(tricky: Path) -> None:
+    helm4_text = template(tricky, {}, "rel", "ns1")
+    helm3_text = template(tricky, {}, "rel", "ns1", render.INSTALL_ORDER_HELM3)
+    assert helm4_text != helm3_text and sorted(helm4_text.split(b"---")) == sorted(
+        helm3_text.split(b"---"))
+
+
+def test_kind_order_is_helms(tricky: Path) -> None:
+    kinds = [m.kind for m in render.render(tricky, {}, "rel", "ns1").manifests]
+    known = [k for k in kinds if k in render.INSTALL_ORDER]
+    assert known == sorted(known, key=render.INSTALL_ORDER.index)
+    unknown = kinds[len(known):]
+    assert unknown == sorted(unknown) and "Aardvark" in unknown and "Zebra" in unknown
+
+
+# ---------------------------------------------------------------- pieces
+
+@pytest.mark.parametrize("text, docs", [
+    ("", []),
+    ("a: 1", ["a: 1"]),
+    ("---\na: 1\n---\nb: 2\n", ["a: 1", "b: 2"]),
+    ("a: 1\n---   \n---\nb: 2", ["a: 1", "---\nb: 2"]),
+    ("a: |\n  x\n  ---\n  y\n", ["a: |\n  x\n  ---\n  y"]),
+    ("a: 1\n--- # c\nb: 2", ["a: 1", "# c\nb: 2"]),
+    ("\n\n  a: 1\n\n", ["a: 1"]),
+])
+def test_split_manifests(text: str, docs: list[str]) -> None:
+    assert split_manifests(text) == docs
+
+
+def test_merge_values_merges_maps_and_replaces_the_rest() -> None:
+    base = {"a": {"b": 1, "c": [1]}, "d": 1}
+    assert merge_values(base, {"a": {"c": [2], "e": None}, "d": {"x": 1}}) == {
+        "a": {"b": 1, "c": [2], "e": None}, "d": {"x": 1}}
+    assert base == {"a": {"b": 1, "c": [1]}, "d": 1}  # inputs are not modified
+
+
+def test_render_errors_are_one_line_helm_messages() -> None:
+    with pytest.raises(RenderError) as err:
+        template(TENANT, {"nope": 1}, "tenant-a", "tenant-root")
+    assert "\n" not in str(err.value)
+    assert "additional properties 'nope' not allowed" in str(err.value)
+    with pytest.raises(RenderError, match='release name must be "tenant-<name>"'):
+        template(TENANT, {}, "tenant-a-b", "tenant-root")
+    with pytest.raises(RenderError, match="key \"a\" has no value"):
+        load_values([], ["a"])
+
+
+def test_yaml_parse_error_names_the_template(tmp_path: Path) -> None:
+    chart = write_chart(tmp_path / "bad", {
+        "Chart.yaml": "apiVersion: v2\nname: bad\nversion: 0.1.0\n",
+        "templates/x.yaml": "kind: [unclosed\n",
+    })
+    with pytest.raises(RenderError, match="YAML parse error on bad/templates/x.yaml"):
+        template(chart, {}, "r", "n")
+
+
+# ---------------------------------------------------------------- the command
+
+@pytest.mark.parametrize("args, message", [
+    (["--set", "nope=1"], "additional properties 'nope' not allowed"),
+    (["--set", "resourceQuotas.cpu=lots"], "resourceQuotas/cpu"),
+    (["--set", "a"], 'key "a" has no value'),
+    (["-f", "/nonexistent/values.yaml"], "values.yaml"),
+])
+def test_cli_errors_exit_1_with_one_line(args: list[str], message: str) -> None:
+    proc = run_cli("template", str(TENANT), "tenant-a", "-n", "tenant-root", *args)
+    assert proc.returncode == 1
+    assert proc.stdout == b""
+    err = proc.stderr.decode()
+    assert message in err and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_cli_fail_message_surfaces() -> None:
+    proc = run_cli("template", str(TENANT), "tenant-a", "-n", "default")
+    assert proc.returncode == 1
+    assert 'the release namespace must start with "tenant-", got "default"' in proc.stderr.decode()
+
+
+def test_cli_post_renders_by_default() -> None:
+    args = ["template", str(TENANT), "tenant-a", "-n", "tenant-root",
+            "--set", "resourceQuotas.a100\\.gpuclass\\.cozystack\\.io/devices=2"]
+    raw = run_cli(*args, "--raw")
+    rendered = run_cli(*args)
+    assert raw.returncode == 0 and rendered.returncode == 0, rendered.stderr
+    raw_kinds = [d["kind"] for d in yaml.safe_load_all(raw.stdout) if d]
+    kinds = [d["kind"] for d in yaml.safe_load_all(rendered.stdout) if d]
+    assert "ResourceQuota" in raw_kinds and "LimitRange" in raw_kinds
+    assert "ResourceQuota" not in kinds and "LimitRange" not in kinds  # GPU-only tenant
+    namespace = next(d for d in yaml.safe_load_all(rendered.stdout) if d and d["kind"] == "Namespace")
+    assert namespace["metadata"]["labels"]["namespace.cozystack.io/vgpu"] == "false"
+    assert "annotations" not in namespace["metadata"]
+
+
+def test_cli_post_render_error_exits_1(tmp_path: Path) -> None:
+    chart = write_chart(tmp_path / "half", {
+        "Chart.yaml": "apiVersion: v2\nname: half\nversion: 0.1.0\n",
+        "templates/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n"
+                             "  annotations:\n    render.cozystack.io/vgpu-requested: \"true\"\n",
+    })
+    assert run_cli("template", str(chart), "r", "-n", "x", "--raw").returncode == 0
+    proc = run_cli("template", str(chart), "r", "-n", "x")
+    assert proc.returncode == 1 and proc.stdout == b""
+    err = proc.stderr.decode()
+    assert "post-render" in err and "Traceback" not in err and err.count("\n") == 1
