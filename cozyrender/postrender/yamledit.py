@@ -110,7 +110,7 @@ class Editor:
             return
         kept = [entry for index, entry in enumerate(mapping.value) if index not in doomed]
         if mapping.flow_style:
-            self._rewrite_flow(mapping, [f"{self._span(k)}: {self._span(v)}" for k, v in kept], "{}")
+            self._delete_flow(mapping, [(k, v) for k, v in mapping.value], doomed, "{}")
             return
         if not kept:
             self._empty_block(mapping, owner, "{}")
@@ -175,7 +175,7 @@ class Editor:
             return
         kept = [item for index, item in enumerate(sequence.value) if index not in doomed]
         if sequence.flow_style:
-            self._rewrite_flow(sequence, [self._span(item) for item in kept], "[]")
+            self._delete_flow(sequence, [(item, item) for item in sequence.value], doomed, "[]")
             return
         if not kept:
             self._empty_block(sequence, owner, "[]")
@@ -186,13 +186,25 @@ class Editor:
 
     # -- helpers -----------------------------------------------------------
 
-    def _span(self, node: Node) -> str:
-        return self.text[node.start_mark.index:node.end_mark.index]
-
-    def _rewrite_flow(self, node: Node, parts: list[str], empty: str) -> None:
-        start, end = node.start_mark.index, node.end_mark.index
-        opener, closer = empty[0], empty[1]
-        self.replace(start, end, opener + ", ".join(parts) + closer if parts else empty)
+    def _delete_flow(self, node: Node, entries: list[tuple[Node, Node]], doomed: set[int], empty: str) -> None:
+        """Delete flow entries (first node, last node) with their separators,
+        touching no byte of a kept entry, so edits inside kept entries stand."""
+        if len(doomed) == len(entries):
+            self.replace(node.start_mark.index, node.end_mark.index, empty)
+            return
+        index = 0
+        while index < len(entries):
+            if index not in doomed:
+                index += 1
+                continue
+            last = index
+            while last + 1 in doomed:
+                last += 1
+            if last + 1 < len(entries):  # up to the next kept entry
+                self.replace(entries[index][0].start_mark.index, entries[last + 1][0].start_mark.index, "")
+            else:  # a tail run: from the end of the kept entry before it
+                self.replace(entries[index - 1][1].end_mark.index, entries[last][1].end_mark.index, "")
+            index = last + 1
 
     def _empty_block(self, node: Node, owner: Node | None, empty: str) -> None:
         end = self._region_end(node)
