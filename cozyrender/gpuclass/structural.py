@@ -67,7 +67,7 @@ def prune(obj: Mapping, schema: Mapping) -> tuple[dict, list[str]]:
         for key in sorted(set(metadata) - OBJECT_META_FIELDS):
             del metadata[key]
             pruned_paths.append(join_path("metadata", key))
-    return result, pruned_paths
+    return result, sorted(pruned_paths)
 
 
 def _prune_value(value, schema: Mapping, path: str, pruned: list[str], root: bool = False):
@@ -164,6 +164,12 @@ def _field_errors(errors) -> Iterator[FieldError]:
         path = ""
         for step in error.absolute_path:
             path = join_path(path, step)
+        if error.validator == "required":
+            # One error per required keyword: name every missing field.
+            for name in error.validator_value:
+                if isinstance(error.instance, Mapping) and name not in error.instance:
+                    yield FieldError(join_path(path, name), "Required value")
+            continue
         yield _describe(error, path)
 
 
@@ -174,9 +180,6 @@ def _quote(value: object) -> str:
 def _describe(error: jsonschema.ValidationError, path: str) -> FieldError:
     kind, value, expected = error.validator, error.instance, error.validator_value
     blocking = kind in BLOCKING_VALIDATORS
-    if kind == "required":
-        missing = [name for name in expected if isinstance(value, Mapping) and name not in value]
-        return FieldError(join_path(path, missing[0] if missing else "?"), "Required value")
     if kind == "enum":
         supported = ", ".join(_quote(v) for v in expected)
         return FieldError(path, f"Unsupported value: {_quote(value)}: supported values: {supported}", blocking)
