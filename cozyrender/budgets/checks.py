@@ -160,10 +160,40 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
     if parent is None:
         return answer.decision()  # the root tenant: nothing above it
     if child.budgets:
+        _gate_own_pool(state, child, parent, answer)
         _gate_budget_keys(state, child, parent, answer)
     if child.ordinary:
         _gate_ordinary_keys(state, child, parent, answer)
     return answer.decision()
+
+
+def _gate_own_pool(state: BudgetState, child: Declaration, parent: str, answer: _Answer) -> None:
+    """A budget key the tenant newly declares must hold what its own pool
+    already holds: devices reserved in its subtree's namespaces that join
+    its pool, plus the charges of sub-tenants that will carve from it.
+    (Keys it already declared are not re-checked here: lowering a budget is
+    the parent's call, and its workloads then only cannot grow.)"""
+    before = state.declarations.get(child.namespace)
+    if before is not None and (before.created_in, before.tenant) != (child.created_in, child.tenant):
+        before = None
+    new_keys = [key for key in child.budgets if before is None or key not in before.budgets]
+    if not new_keys:
+        return
+    if before is not None and before.is_budget_root:
+        reserved = state.pool_reserved.get(child.namespace, {})
+        charges = state.charges.get(child.namespace, {})
+    else:
+        contribution = state.subtree_contribution(child.namespace, state.budget_root(parent), ordinary=False)
+        reserved, charges = contribution.reserved, contribution.charges
+    for key in sorted(new_keys, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
+        held = sum(n for c, n in reserved.items() if key.covers(c))
+        carved = charges.get(key, 0)
+        if held + carved > child.budgets[key]:
+            answer.reasons.append(Reason(
+                quota_field(key.key),
+                f"Forbidden: below what the tenant's own pool already holds of {key.key!r}: "
+                f"requested {child.budgets[key]}, reserved {held}, carved out {carved}",
+            ))
 
 
 def _gate_budget_keys(state: BudgetState, child: Declaration, parent: str, answer: _Answer) -> None:

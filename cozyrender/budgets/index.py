@@ -120,11 +120,12 @@ class BudgetState:
 
     # -- subtrees -----------------------------------------------------------
 
-    def subtree_contribution(self, namespace: str, root: str, ordinary: bool) -> Contribution:
+    def subtree_contribution(self, namespace: str, root: str | None, ordinary: bool) -> Contribution:
         """What `namespace` and its subtree currently add to `root`'s pool
-        (budget sense, or ordinary sense when `ordinary`): the part that
-        leaves `root`'s pool when the tenant of `namespace` becomes a pool
-        root of its own. Walks only that subtree's namespaces."""
+        (budget sense, or ordinary sense when `ordinary`; `root` None for
+        the part in no pool): the part that leaves `root`'s pool when the
+        tenant of `namespace` becomes a pool root of its own. Walks only
+        that subtree's namespaces."""
         find_root = self.ordinary_root if ordinary else self.budget_root
         contribution = Contribution()
         own = self.declarations.get(namespace)
