@@ -184,13 +184,13 @@ def test_label_replaces_whatever_was_there_and_other_annotations_stay():
       labels: {namespace.cozystack.io/vgpu: "true", keep: me}
       annotations:
         render.cozystack.io/vgpu-requested: "true"
-        postrender.helm.sh/postrender-filename: tenant/templates/namespace.yaml
+        postrenderer.helm.sh/postrender-filename: tenant/templates/namespace.yaml
         render.cozystack.io/vgpu-parent: "false"
     """
     out, _ = render(stream)
     metadata = objects(out)[0]["metadata"]
     assert metadata["labels"] == {"namespace.cozystack.io/vgpu": "false", "keep": "me"}
-    assert metadata["annotations"] == {"postrender.helm.sh/postrender-filename": "tenant/templates/namespace.yaml"}
+    assert metadata["annotations"] == {"postrenderer.helm.sh/postrender-filename": "tenant/templates/namespace.yaml"}
 
 
 def test_namespace_without_labels_gets_them():

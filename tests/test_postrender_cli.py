@@ -41,7 +41,7 @@ BAD_INPUTS = {
     "a scalar": (b"just words\n", "document 1: the document is a scalar"),
     "duplicate key": (b"kind: ConfigMap\nmetadata: {name: a}\nmetadata: {name: b}\n", "duplicate key 'metadata'"),
     "helm 4 filename": (
-        b"kind: Namespace\nmetadata:\n  name: x\n  annotations:\n    postrender.helm.sh/postrender-filename: tenant/templates/ns.yaml\n"
+        b"kind: Namespace\nmetadata:\n  name: x\n  annotations:\n    postrenderer.helm.sh/postrender-filename: tenant/templates/ns.yaml\n"
         b"    render.cozystack.io/vgpu-parent: 'true'\n",
         "document 1 (tenant/templates/ns.yaml): Namespace x: annotation render.cozystack.io/vgpu-parent is set",
     ),

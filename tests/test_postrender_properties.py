@@ -45,7 +45,7 @@ def tenant_namespace(draw, name):
         metadata["annotations"] = {"render.cozystack.io/vgpu-requested": draw(FLAGS),
                                    "render.cozystack.io/vgpu-parent": draw(FLAGS)}
         if draw(st.booleans()):
-            metadata["annotations"]["postrender.helm.sh/postrender-filename"] = "tenant/templates/namespace.yaml"
+            metadata["annotations"]["postrenderer.helm.sh/postrender-filename"] = "tenant/templates/namespace.yaml"
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata}
 
 

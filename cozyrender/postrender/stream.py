@@ -18,7 +18,7 @@ _BOUNDARY = re.compile(rb"^---(?=[ \t\r\n]|$)|^\.\.\.(?:[ \t][^\n]*)?(?:\r?\n|$)
 # anchor and starts like a mapping is passed through unparsed.
 _RULE_KINDS = (b"Namespace", b"ResourceQuota", b"LimitRange", b"Secret", b"List")
 _SOURCE_COMMENT = re.compile(rb"^# Source: (.+?)\r?$", re.M)
-_FILENAME_ANNOTATION = re.compile(rb"postrender\.helm\.sh/postrender-filename\W+([^\s'\",}]+)")
+_FILENAME_ANNOTATION = re.compile(rb"postrenderer\.helm\.sh/postrender-filename\W+([^\s'\",}]+)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,2 @@
+#!/bin/sh
+tee "$CAPTURE_FILE"
