@@ -141,3 +141,17 @@ def test_adding_a_tolerated_taint_changes_nothing(nodes, pods, effect, data):
     tainted = copy.deepcopy(nodes)
     tainted[index]["spec"]["taints"].append({"key": "nvidia.com/gpu", "value": "x", "effect": "NoSchedule"})
     assert capacities([klass], tainted, pods) == before
+
+
+@settings(max_examples=150, deadline=None)
+@given(pods_strategy)
+def test_the_batched_path_counts_exactly_what_the_pod_rule_counts(pods):
+    from cozyrender.kube.pods import effective_pod_resource, is_terminated
+
+    expected: dict[str, Fraction] = {}
+    for p in pods:
+        node_name = p["spec"].get("nodeName")
+        if node_name and not is_terminated(p):
+            expected[node_name] = expected.get(node_name, Fraction(0)) + effective_pod_resource(p, GPU)
+    got = requests_by_node(pods, [GPU])
+    assert {n: v for n, v in expected.items() if v} == {n: r[GPU] for n, r in got.items() if r.get(GPU)}

@@ -23,11 +23,9 @@ def _classes(path: str) -> list[dict]:
     from cozyrender.state import StateError, parse_documents
 
     try:
-        if path == "-":
-            text, source = click.get_text_stream("stdin").read(), "<stdin>"
-        else:
-            with open(path, encoding="utf-8") as handle:
-                text, source = handle.read(), path
+        source = "<stdin>" if path == "-" else path
+        with click.open_file(path, encoding="utf-8") as handle:  # "-" is stdin
+            text = handle.read()
         objects = parse_documents(text, source)
     except (OSError, UnicodeDecodeError, StateError) as err:
         raise BadInput(str(err)) from None
