@@ -13,7 +13,7 @@ Pure functions, no I/O.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections import namedtuple
 
 DOMAIN = "gpuclass.cozystack.io"
 RESOURCE = "devices"
@@ -39,11 +39,12 @@ class InvalidBudgetValue(ValueError):
     """A budget value that is not a whole, non-negative number of devices."""
 
 
-@dataclass(frozen=True, order=True)
-class BudgetKey:
-    """A parsed budget key. `gpu_class` is None for the all-classes key."""
+class BudgetKey(namedtuple("BudgetKey", "gpu_class")):
+    """A parsed budget key. `gpu_class` is None for the all-classes key.
+    (A named tuple: hashable and immutable, and cheap to import on the
+    post-render path.)"""
 
-    gpu_class: str | None
+    __slots__ = ()
 
     @property
     def key(self) -> str:

@@ -10,9 +10,7 @@ Decisions come from `rules`; text edits from `yamledit`.
 
 from __future__ import annotations
 
-import base64
 import binascii
-from dataclasses import dataclass, field
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
@@ -35,36 +33,38 @@ MAX_EXPANDED_NODES = 200_000
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-@dataclass
 class PostRenderResult:
-    output: bytes
-    warnings: list[str] = field(default_factory=list)
+    """The post-rendered stream, and warnings for stderr."""
+
+    __slots__ = ("output", "warnings")
+
+    def __init__(self, output: bytes, warnings: list[str]) -> None:
+        self.output, self.warnings = output, warnings
 
 
-@dataclass
 class Document:
-    """A parsed chunk: its text, node tree and values, and the edits made to it."""
+    """A parsed chunk: its node tree and the edits made to its text."""
 
-    chunk: Chunk
-    source: str | None
-    editor: Editor
-    root: MappingNode
-    dropped: bool = False
+    __slots__ = ("chunk", "source", "editor", "root", "dropped")
+
+    def __init__(self, chunk: Chunk, source: str | None, editor: Editor, root: MappingNode) -> None:
+        self.chunk, self.source, self.editor, self.root = chunk, source, editor, root
+        self.dropped = False
 
     def error(self, problem: str) -> PostRenderError:
         return PostRenderError(problem, self.chunk.number, self.source)
 
 
-@dataclass
 class KubeObject:
-    """A Kubernetes object: a document's root, or an item of a `kind: List`."""
+    """A Kubernetes object: a document's root, or an item of a `kind: List`
+    (then `parent` is the `items` sequence, the item's index, the `items` key)."""
 
-    document: Document
-    node: MappingNode
-    data: dict
-    # For a List item: the `items` sequence, the item's index, the `items` key.
-    parent: tuple[SequenceNode, int, Node] | None = None
-    dropped: bool = False
+    __slots__ = ("document", "node", "data", "parent", "dropped")
+
+    def __init__(self, document: Document, node: MappingNode, data: dict,
+                 parent: tuple[SequenceNode, int, Node] | None = None) -> None:
+        self.document, self.node, self.data, self.parent = document, node, data, parent
+        self.dropped = False
 
     @property
     def kind(self) -> object:
@@ -302,8 +302,8 @@ def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
         text = node.value
         if encoded:
             try:
-                text = base64.b64decode(node.value, validate=True).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError):
+                text = binascii.a2b_base64(node.value.encode("ascii"), strict_mode=True).decode("utf-8")
+            except (binascii.Error, UnicodeError):
                 raise obj.document.error(f"{where} is not base64-encoded UTF-8") from None
         try:
             new_text = edit_values(text, entitled)
@@ -315,7 +315,7 @@ def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
             continue
         if encoded:
             editor.replace(node.start_mark.index, node.end_mark.index,
-                           _requote(node, base64.b64encode(new_text.encode("utf-8")).decode("ascii")))
+                           _requote(node, binascii.b2a_base64(new_text.encode("utf-8"), newline=False).decode("ascii")))
         else:
             editor.replace_string(node, new_text)
 

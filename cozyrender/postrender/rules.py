@@ -6,8 +6,8 @@ patch generator reaches the same decisions through `post_render` itself.
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from cozyrender.entitlement import (
     PARENT_ANNOTATION,
@@ -27,13 +27,12 @@ class RuleError(ValueError):
     """Input a rule refuses; the pipeline names the document."""
 
 
-@dataclass(frozen=True)
-class QuotaDecision:
-    """What happens to one ResourceQuota's `spec.hard`."""
+class QuotaDecision(namedtuple("QuotaDecision", "removed malformed drop")):
+    """What happens to one ResourceQuota's `spec.hard`: the budget keys taken
+    out (document order), the malformed ones among them as (key, reason), and
+    whether nothing ordinary is left so the whole quota goes."""
 
-    removed: tuple[str, ...]  # budget keys taken out, in document order
-    malformed: tuple[tuple[str, str], ...]  # (key, reason) among them
-    drop: bool  # nothing ordinary is left: the whole quota goes
+    __slots__ = ()
 
     @property
     def changed(self) -> bool:
@@ -77,13 +76,12 @@ def tenant_entitlement(annotations: Mapping | None) -> bool | None:
     return is_entitled(*flags)
 
 
-@dataclass(frozen=True)
-class ValuesDecision:
-    """Edits of a tenant's `cozystack-values` values.yaml."""
+class ValuesDecision(namedtuple("ValuesDecision", "set_namespace_vgpu remove_namespace_vgpu remove_cluster_vgpu")):
+    """Edits of a tenant's `cozystack-values` values.yaml: write
+    `_namespace.vgpu: true`; remove a stale or spoofed `_namespace.vgpu`;
+    remove `_cluster.gpu-vgpu` (it stays only when on)."""
 
-    set_namespace_vgpu: bool  # write `_namespace.vgpu: true`
-    remove_namespace_vgpu: bool  # a stale or spoofed key goes
-    remove_cluster_vgpu: bool  # `_cluster.gpu-vgpu` stays only when on
+    __slots__ = ()
 
     @property
     def changed(self) -> bool:

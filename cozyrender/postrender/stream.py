@@ -10,7 +10,6 @@ Sniffing decides which chunks a rule may need; only those become node trees.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 _BOUNDARY = re.compile(rb"^---(?=[ \t\r\n]|$)|^\.\.\.(?:[ \t][^\n]*)?(?:\r?\n|$)", re.M)
 
@@ -21,13 +20,13 @@ _SOURCE_COMMENT = re.compile(rb"^# Source: (.+?)\r?$", re.M)
 _FILENAME_ANNOTATION = re.compile(rb"postrenderer\.helm\.sh/postrender-filename\W+([^\s'\",}]+)")
 
 
-@dataclass(frozen=True, slots=True)
 class Chunk:
     """Bytes [start, end) of the input; `number` is its 1-based position."""
 
-    number: int
-    start: int
-    end: int
+    __slots__ = ("number", "start", "end")
+
+    def __init__(self, number: int, start: int, end: int) -> None:
+        self.number, self.start, self.end = number, start, end
 
 
 def split_chunks(data: bytes) -> list[Chunk]:
