@@ -57,3 +57,17 @@ def test_bad_input_exits_2_without_a_traceback(tmp_path):
         result = run(*args)
         assert result.exit_code == 2, (args, result.output)
         assert "Traceback" not in result.output and result.output.startswith("Error:")
+
+
+def test_an_unusable_crd_exits_2(tmp_path):
+    crd = yaml.safe_load((Path(__file__).resolve().parent.parent / "charts" / "cozystack-basics" / "crds"
+                          / "gpuclasses.cozystack.io.yaml").read_text())
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema["x-kubernetes-validations"].append({"rule": "self.nope(", "message": "broken"})
+    broken = tmp_path / "crd.yaml"
+    broken.write_text(yaml.safe_dump(crd))
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("kind: CustomResourceDefinition\n")
+    for path in (broken, empty):
+        result = run(str(DATA / "mig.yaml"), "--crd", str(path))
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output

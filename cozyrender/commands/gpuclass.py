@@ -50,11 +50,12 @@ def validate(file: str, old_file: str | None, crd_path: str | None) -> None:
 
     Exit 0 when all are valid, 1 when one is invalid, 2 on unreadable input.
     """
+    from cozyrender.gpuclass.kubecel import RuleCompileError
     from cozyrender.gpuclass.validation import CRD_PATH, CRDError, load_validator
 
     try:
         validator = load_validator(crd_path or CRD_PATH)
-    except CRDError as err:
+    except (CRDError, RuleCompileError) as err:
         raise BadInput(str(err)) from None
     classes = _classes(file)
     old_by_name = {}

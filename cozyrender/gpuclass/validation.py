@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+import jsonschema
 import yaml
 
 from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError
@@ -226,11 +227,19 @@ def _correlated_items(node: _SchemaNode, items: list, old_items) -> list:
 
 @cache
 def _validator_for(path: str, mtime_ns: int) -> CRDValidator:
-    with open(path, encoding="utf-8") as handle:
-        crd = yaml.safe_load(handle)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            crd = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise CRDError(f"{path}: cannot read: {err}") from None
     if not isinstance(crd, Mapping):
         raise CRDError(f"{path}: not a CustomResourceDefinition")
-    return CRDValidator(crd)
+    try:
+        return CRDValidator(crd)
+    except (KeyError, TypeError, AttributeError) as err:
+        raise CRDError(f"{path}: malformed CustomResourceDefinition ({err!r})") from None
+    except jsonschema.SchemaError as err:
+        raise CRDError(f"{path}: the schema is not valid: {err.message}") from None
 
 
 def load_validator(path: str | Path = CRD_PATH) -> CRDValidator:
