@@ -280,13 +280,14 @@ def render_raw(chart: str | Path, release: str, namespace: str, values_files: Se
 
 # ---------------------------------------------------------------- printing
 
-def _ruamel(indent: int = 2, offset: int = 0, explicit_start: bool = False):
+def _ruamel(indent: int = 2, offset: int = 0, explicit_start: bool = False,
+            sequence: int | None = None):
     from ruamel.yaml import YAML
 
     y = YAML()  # round trip
     y.preserve_quotes = True
     y.width = 1 << 16  # never re-wrap the user's long lines
-    y.indent(mapping=indent, sequence=max(indent, offset + 2), offset=offset)
+    y.indent(mapping=indent, sequence=max(sequence or indent, offset + 2), offset=offset)
     y.explicit_start = explicit_start
     return y
 
@@ -381,6 +382,10 @@ def load_helmrelease(path: str | Path) -> HelmReleaseFile:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise FluxError(f"cannot read {path}: {err}") from None
+    return load_helmrelease_text(text, str(path))
+
+
+def load_helmrelease_text(text: str, path: str = "<HelmRelease>") -> HelmReleaseFile:
     found = []
     for number, (start, end) in enumerate(_documents(text), 1):
         try:
@@ -398,7 +403,7 @@ def load_helmrelease(path: str | Path) -> HelmReleaseFile:
                         f"cozyrender writes {HELMRELEASE_API} postRenderers")
     if not isinstance(release.get("spec"), dict):
         raise FluxError(f"{path}: the HelmRelease has no spec mapping")
-    if not isinstance(release["spec"].get("postRenderers") or [], list):
+    if not isinstance(release["spec"].get("postRenderers", []), (list, type(None))):
         raise FluxError(f"{path}: spec.postRenderers is not a list")
     return HelmReleaseFile(str(path), text, start, end, release)
 
@@ -456,11 +461,12 @@ def write_entry(hr: HelmReleaseFile, expected: list[dict]) -> Written:
 
     document = hr.document
     warnings: list[str] = []
-    try:
-        _, indent, offset = load_yaml_guess_indent(document)
+    try:  # ruamel's guess is about sequences: (item indent, dash offset)
+        _, sequence, offset = load_yaml_guess_indent(document)
     except Exception:  # noqa: BLE001 - ruamel raises assorted errors; PyYAML read it fine
-        indent, offset = 2, 0
-    y = _ruamel(indent or 2, offset or 0, explicit_start=document.startswith("---"))
+        sequence, offset = None, None
+    y = _ruamel(_mapping_indent(document), offset or 0, explicit_start=document.startswith("---"),
+                sequence=sequence)
     tree = y.load(document)
     if _dump_text(y, tree) != document:
         warnings.append(f"{hr.path}: ruamel.yaml re-formats parts of the HelmRelease outside "
@@ -484,6 +490,22 @@ def write_entry(hr: HelmReleaseFile, expected: list[dict]) -> Written:
         entries.insert(0, new_entry)
     text = hr.text[:hr.start] + _dump_text(y, tree) + hr.text[hr.end:]
     return Written(text, warnings)
+
+
+_BLOCK_KEY = re.compile(r"^(\s*)[^\s#-][^#]*:\s*(#.*)?$")
+
+
+def _mapping_indent(document: str) -> int:
+    """The file's mapping indentation: how far the first nested key sits
+    beneath its parent key (ruamel guesses only the sequences')."""
+    lines = [line for line in document.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    for parent, child in zip(lines, lines[1:]):
+        match = _BLOCK_KEY.match(parent)
+        if match:
+            step = len(child) - len(child.lstrip(" ")) - len(match.group(1))
+            if step > 0 and not child.lstrip().startswith("-"):
+                return step
+    return 2
 
 
 def _dump_text(y: Any, tree: object) -> str:
