@@ -303,3 +303,43 @@ def test_bad_values_exit_2(tmp_path):
     values.write_text("gpu:\n  vgpu: maybe\n")
     code, out, err = run(str(TENANT), "tenant-a", "-n", "tenant-root", "-f", str(values))
     assert code == 2 and out == "" and "Traceback" not in err
+
+
+# ---------------------------------------------------------------- the real command
+
+def test_cozyrender_flux_process_check_and_error(tmp_path):
+    """Through `python -m cozyrender` (the lazy dispatcher), as CI runs it."""
+    import subprocess
+    import sys
+
+    base = [sys.executable, "-m", "cozyrender", "flux", *ARGS, "--helmrelease"]
+    done = subprocess.run([*base, str(RELEASE_FILE), "--check"], capture_output=True, text=True,
+                          cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: HelmRelease\napiVersion: helm.toolkit.fluxcd.io/v2\nspec: [\n")
+    done = subprocess.run([*base, str(bad)], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 2 and done.stdout == ""
+    assert "not YAML" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_documents_after_the_helmrelease_are_kept(tmp_path):
+    path = tmp_path / "hr.yaml"
+    tail = "---\n# trailing document, odd   spacing kept\napiVersion: v1\nkind: ConfigMap\n" \
+           "metadata: {name: x}\ndata:\n  k:    'v'\n"
+    head = RELEASE_FILE.read_text()
+    path.write_text(strip_owned(head) + tail)
+    code, _, err = run(*ARGS, "--helmrelease", str(path))
+    assert code == 0 and "warning" not in err
+    assert path.read_text() == head + tail
+
+
+def test_reformatting_is_reported(tmp_path):
+    path = tmp_path / "hr.yaml"
+    path.write_text("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n"
+                    "  name: tenant-a\n  namespace: tenant-root\nspec:\n  interval:    5m\n"
+                    "  values: {resourceQuotas: {gpuclass.cozystack.io/devices: 1}}\n")
+    code, _, err = run(str(TENANT), "tenant-a", "-n", "tenant-root", "--helmrelease", str(path))
+    assert code == 0
+    assert "re-formats parts of the HelmRelease" in err
+    assert flux.load_helmrelease(path).owned() is not None
