@@ -92,8 +92,14 @@ def pointer(path: Sequence[object]) -> str:
 
 
 def _same(a: object, b: object) -> bool:
-    # YAML's true is not 1: compare types as well as values.
-    return type(a) is type(b) and a == b
+    """Equal as YAML data: true is not 1, nor 1.0 (Python's == says they are)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)  # type: ignore[union-attr]
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]
+    return a == b
 
 
 def diff_operations(old: object, new: object, path: tuple = ()) -> list[dict]:
@@ -108,8 +114,7 @@ def diff_operations(old: object, new: object, path: tuple = ()) -> list[dict]:
         ops.extend({"op": "add", "path": pointer((*path, k)), "value": new[k]}
                    for k in new if k not in old)
         return ops
-    if _same(old, new) or (isinstance(old, list) and isinstance(new, list) and old == new
-                           and all(_same(a, b) for a, b in zip(old, new))):
+    if _same(old, new):
         return []
     return [{"op": "replace", "path": pointer(path), "value": new}]
 

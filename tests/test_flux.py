@@ -48,8 +48,8 @@ def assert_equivalent(kubectl: Path, raw: bytes, workdir: Path) -> flux.Derived:
     expected = flux.parse_objects(post_render(raw).output)
     actual = flux.parse_objects(kustomize(kubectl, raw, derived.post_renderers, workdir))
     assert sorted(actual) == sorted(expected)
-    for key in expected:
-        assert actual[key] == expected[key], flux.describe(key)
+    for key in expected:  # strict YAML equality: kustomize must not turn 'true' into true
+        assert flux._same(actual[key], expected[key]), (flux.describe(key), actual[key], expected[key])
     return derived
 
 
@@ -78,7 +78,7 @@ def test_kustomize_equals_post_render_on_golden_case(case, golden_raw, kubectl, 
     # Every patch selects exactly one object, and only objects the post-render changes.
     before = flux.parse_objects(raw)
     after = flux.parse_objects(post_render(raw).output)
-    changed = {k for k in before if k not in after or before[k] != after[k]}
+    changed = {k for k in before if k not in after or not flux._same(before[k], after[k])}
     assert len(derived.patches) == len(changed)
     for patch in derived.patches:
         matches = [k for k in before if flux._selects(
@@ -142,6 +142,12 @@ def test_diff_operations_types_and_order():
         {"op": "add", "path": "/b/f", "value": "y"},
         {"op": "add", "path": "/g", "value": None},
     ]
+
+
+def test_diff_operations_compare_yaml_types_inside_lists():
+    assert flux.diff_operations({"a": [{"x": True}]}, {"a": [{"x": 1}]}) == [
+        {"op": "replace", "path": "/a", "value": [{"x": 1}]}]
+    assert flux.diff_operations({"a": [{"x": 1}]}, {"a": [{"x": 1}]}) == []
 
 
 def test_target_adds_group_version_when_needed():
