@@ -86,3 +86,11 @@ def test_bundled_example(repo_root):
     refused = _invoke("--state", str(example / "state"), "--write", str(example / "vm-refused.yaml"))
     assert refused.exit_code == 1
     assert _invoke("--state", str(example / "state"), "--write", str(example / "tenant-refused.yaml")).exit_code == 1
+
+
+def test_unreadable_pod_resources_in_the_state_are_exit_2(tmp_path):
+    from test_budgets_builders import pod
+
+    state = [tenant("a", quotas={"cpu": 4}), pod("tenant-a", "p", {"cpu": "lots"})]
+    result = run_check(tmp_path, state)
+    assert result.exit_code == 2 and "pods in namespace tenant-a" in result.output and "lots" in result.output

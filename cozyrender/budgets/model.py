@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
+from typing import NamedTuple
 
 from cozyrender.keys import (
     BudgetKey,
@@ -45,8 +47,13 @@ class BudgetInputError(ValueError):
 
 
 def api_group(obj: Mapping) -> str:
-    api_version = obj.get("apiVersion") or ""
-    return api_version.rpartition("/")[0] if "/" in api_version else ""
+    api_version = obj.get("apiVersion")
+    return _group_of(api_version) if isinstance(api_version, str) else ""
+
+
+@lru_cache(maxsize=256)
+def _group_of(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
 
 
 def is_apps_object(obj: Mapping, kind: str) -> bool:
@@ -61,7 +68,7 @@ def object_ref(obj: Mapping) -> str:
 def metadata_name_namespace(obj: Mapping) -> tuple[str, str]:
     """(namespace, name) of a namespaced object; BudgetInputError when missing."""
     meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
+    if not isinstance(meta, dict):
         raise BudgetInputError(f"{object_ref(obj)}: metadata is missing")
     name, namespace = meta.get("name"), meta.get("namespace")
     if not isinstance(name, str) or not name:
@@ -159,8 +166,11 @@ def parse_declaration(tenant: Mapping) -> Declaration:
     )
 
 
-@dataclass(frozen=True)
-class ClassEntry:
+# Workloads name a handful of classes: test each name once.
+_is_class_name = lru_cache(maxsize=4096)(is_class_name)
+
+
+class ClassEntry(NamedTuple):
     """One class entry of `spec.gpus`: its index, class and per-replica count."""
 
     index: int
@@ -169,12 +179,12 @@ class ClassEntry:
     count_given: bool
 
 
-@dataclass(frozen=True)
-class Workload:
+class Workload(NamedTuple):
     """A VMInstance or KubernetesNodes object as the budget check sees it.
 
     `reservations` maps each class to the devices it reserves: the summed
-    counts of its entries, times `max_replicas` for a worker pool.
+    counts of its entries, times `max_replicas` for a worker pool. (A
+    NamedTuple: a state holds a hundred thousand of them.)
     """
 
     kind: str
@@ -198,42 +208,48 @@ def parse_workload(obj: Mapping) -> Workload:
     if kind not in WORKLOAD_KINDS:
         raise BudgetInputError(f"{object_ref(obj)}: not a VMInstance or KubernetesNodes")
     namespace, name = metadata_name_namespace(obj)
-    where = object_ref(obj)
     spec = obj.get("spec") or {}
-    if not isinstance(spec, Mapping):
-        raise BudgetInputError(f"{where}: spec is not an object")
+    if not isinstance(spec, dict):
+        raise BudgetInputError(f"{object_ref(obj)}: spec is not an object")
     gpus = spec.get("gpus") or []
+    if not gpus:  # most workloads: nothing to reserve
+        return Workload(kind, namespace, name, (), 1, {})
     if not isinstance(gpus, list):
-        raise BudgetInputError(f"{where}: spec.gpus is not a list")
+        raise BudgetInputError(f"{object_ref(obj)}: spec.gpus is not a list")
     entries: list[ClassEntry] = []
     for index, entry in enumerate(gpus):
-        path = f"spec.gpus[{index}]"
-        if not isinstance(entry, Mapping):
-            raise BudgetInputError(f"{where}: {path} is not an object")
+        if not isinstance(entry, dict):
+            raise BudgetInputError(f"{object_ref(obj)}: spec.gpus[{index}] is not an object")
         gpu_class = entry.get("class")
         if gpu_class is None:
             if not entry.get("name"):
-                raise BudgetInputError(f"{where}: {path} names neither a class nor a device name")
+                raise BudgetInputError(f"{object_ref(obj)}: spec.gpus[{index}] names neither a class nor a device name")
             continue  # a device-plugin entry: not budgeted
-        if not isinstance(gpu_class, str) or not is_class_name(gpu_class):
-            raise BudgetInputError(f"{where}: {path}.class {gpu_class!r} is not a GPU class name (a DNS-1123 label)")
-        count_given = "count" in entry
-        try:
-            count = parse_budget_value(entry["count"]) if count_given else 1
-        except InvalidBudgetValue:
+        if not isinstance(gpu_class, str) or not _is_class_name(gpu_class):
             raise BudgetInputError(
-                f"{where}: {path}.count {entry['count']!r} is not a whole, non-negative number"
-            ) from None
+                f"{object_ref(obj)}: spec.gpus[{index}].class {gpu_class!r} is not a GPU class name (a DNS-1123 label)"
+            )
+        count_given = "count" in entry
+        count = entry.get("count", 1)
+        if type(count) is not int or count < 0:
+            try:
+                count = parse_budget_value(count)
+            except InvalidBudgetValue:
+                raise BudgetInputError(
+                    f"{object_ref(obj)}: spec.gpus[{index}].count {entry['count']!r} is not a whole, non-negative number"
+                ) from None
         entries.append(ClassEntry(index, gpu_class, count, count_given))
     max_replicas = 1
     if kind == KUBERNETES_NODES and entries:
         raw = spec.get("maxReplicas")
         if raw is None:
-            raise BudgetInputError(f"{where}: spec.maxReplicas is required to reserve GPUs for a worker pool")
+            raise BudgetInputError(f"{object_ref(obj)}: spec.maxReplicas is required to reserve GPUs for a worker pool")
         try:
             max_replicas = parse_budget_value(raw)
         except InvalidBudgetValue:
-            raise BudgetInputError(f"{where}: spec.maxReplicas {raw!r} is not a whole, non-negative number") from None
+            raise BudgetInputError(
+                f"{object_ref(obj)}: spec.maxReplicas {raw!r} is not a whole, non-negative number"
+            ) from None
     reservations: dict[str, int] = {}
     for entry in entries:
         reservations[entry.gpu_class] = reservations.get(entry.gpu_class, 0) + entry.count * max_replicas

@@ -15,8 +15,9 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from fractions import Fraction
+from functools import lru_cache
 
 from cozyrender.kube.pods import effective_pod_resources, is_terminated
 from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
@@ -60,22 +61,107 @@ def quota_usage(quotas: Iterable[Mapping]) -> Usage:
     return used
 
 
-def pod_usage(pods: Iterable[Mapping]) -> Usage:
+def pod_usage(pods: Iterable[Mapping], keys: Collection[str] | None = None) -> Usage:
     """The pods' usage under quota keys: `requests.X` and `limits.X` from
-    their effective requests and limits, `pods` for how many run."""
+    their effective requests and limits, `pods` for how many run (only the
+    quota keys in `keys`, when given).
+
+    Pods of one workload share their resources, so pods are grouped by the
+    fields the effective-resource rule reads and each distinct shape is
+    computed once (by `cozyrender.kube.pods`, the single implementation)."""
+    shapes: dict[tuple, int] = {}
     used: Usage = {}
     running = 0
     for pod in pods:
         if is_terminated(pod):
             continue
         running += 1
-        for side in ("requests", "limits"):
-            for name, value in effective_pod_resources(pod, side).items():
-                key = f"{side}.{name}"
-                used[key] = used.get(key, Fraction(0)) + value
+        try:
+            shape = _shape(pod)
+            shapes[shape] = shapes.get(shape, 0) + 1
+        except (AttributeError, TypeError):  # not maps, or not hashable: this pod alone
+            for key, value in _figures_of(pod).items():
+                if keys is None or key in keys:
+                    used[key] = used.get(key, Fraction(0)) + value
+    # Sum in whole nano-units (ints are far cheaper than Fractions); a figure
+    # finer than that stays a Fraction.
+    nanos: dict[str, int] = {}
+    for shape, count in shapes.items():
+        whole, fine = _shape_figures(shape)
+        for key, value in whole.items():
+            if keys is None or key in keys:
+                nanos[key] = nanos.get(key, 0) + value * count
+        for key, value in fine.items():
+            if keys is None or key in keys:
+                used[key] = used.get(key, Fraction(0)) + value * count
+    for key, value in nanos.items():
+        used[key] = used.get(key, Fraction(0)) + Fraction(value, _NANO)
     if running:
         used["pods"] = Fraction(running)
     return used
+
+
+_NANO = 10**9
+
+
+def _resources(container: dict) -> tuple:
+    resources = container.get("resources")
+    if not resources:
+        return _NO_RESOURCES
+    limits, requests = resources.get("limits"), resources.get("requests")
+    return (tuple(limits.items()) if limits else (), tuple(requests.items()) if requests else ())
+
+
+_NO_RESOURCES: tuple = ((), ())
+
+
+def _shape(pod: Mapping) -> tuple:
+    """Everything the effective-resource rule reads from a pod, hashable.
+    AttributeError or TypeError for a pod whose resources are not maps."""
+    spec = pod.get("spec") or {}
+    init_containers = spec.get("initContainers")
+    overhead = spec.get("overhead")
+    return (
+        tuple([_resources(c) for c in spec.get("containers") or ()]),
+        tuple([(c.get("restartPolicy"), _resources(c)) for c in init_containers]) if init_containers else (),
+        tuple(overhead.items()) if overhead else (),
+    )
+
+
+def _pod_of(shape: tuple) -> dict:
+    containers, init_containers, overhead = shape
+
+    def container(resources: tuple, restart_policy: str | None = None) -> dict:
+        limits, requests = resources
+        built = {"resources": {"limits": dict(limits), "requests": dict(requests)}}
+        if restart_policy is not None:
+            built["restartPolicy"] = restart_policy
+        return built
+
+    return {"spec": {
+        "containers": [container(c) for c in containers],
+        "initContainers": [container(r, p) for p, r in init_containers],
+        "overhead": dict(overhead),
+    }}
+
+
+def _figures_of(pod: Mapping) -> Usage:
+    return {f"{side}.{name}": value for side in ("requests", "limits")
+            for name, value in effective_pod_resources(pod, side).items()}
+
+
+@lru_cache(maxsize=4096)
+def _shape_figures(shape: tuple) -> tuple[dict[str, int], Usage]:
+    """One pod shape's figures: in nano-units where whole, else as Fractions."""
+    whole: dict[str, int] = {}
+    fine: Usage = {}
+    for key, value in _figures_of(_pod_of(shape)).items():
+        scaled = value * _NANO
+        if scaled.denominator == 1:
+            whole[key] = scaled.numerator
+        else:
+            fine[key] = value
+    return whole, fine
 
 
 def namespace_usage(key: str, quota_used: Usage | None, pods_used: Usage) -> Fraction:

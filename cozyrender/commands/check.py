@@ -9,6 +9,7 @@ Exit 0 admitted (or a clean audit), 1 refused (or an audit with errors),
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 
@@ -43,7 +44,12 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         _fail("give the state with --state PATH (files or folders of YAML/JSON)")
     override = None if platform_vgpu is None else platform_vgpu == "true"
     try:
-        state = index_state(load_objects(paths))
+        objects = load_objects(paths)
+        # A short-lived process: keep the loaded objects out of the cyclic
+        # collector's scans while the state is indexed (a large speed-up at
+        # hundreds of thousands of objects, nothing to collect there anyway).
+        gc.freeze()
+        state = index_state(objects)
         if write_file is None:
             findings = audit(state)
             _print_audit(findings, output)
