@@ -88,34 +88,57 @@ class KubeObject:
 
 def post_render(data: bytes) -> PostRenderResult:
     """Post-render a Helm release stream; raise PostRenderError on bad input."""
+    chunks, plan, warnings = plan_output(data)
+    return PostRenderResult(b"".join(output_pieces(data, chunks, plan)), warnings)
+
+
+def plan_output(data: bytes) -> tuple[list[Chunk], list[int | bytes], list[str]]:
+    """Everything that can fail, done before a byte is written: the output as
+    a plan of input chunks to copy (their index) and edited chunks (bytes).
+
+    Two passes keep memory flat on large streams: the first reads the facts
+    the rules need (entitlements, which quotas are dropped), the second parses
+    again only the chunks a rule edits, so no node tree outlives its chunk.
+    """
     chunks = split_chunks(data)
-    documents: dict[int, Document] = {}
-    objects: list[KubeObject] = []
-    for chunk in chunks:
-        document = _read(data, chunk)
-        if document is not None:
-            documents[chunk.number] = document
-            objects.extend(_objects(document))
-
+    facts = Facts()
     warnings: list[str] = []
-    _apply_rules(objects, warnings)
+    pending: set[int] = set()
+    for index, chunk in enumerate(chunks):
+        document = _read(data, chunk)
+        if document is not None and any([_gather(obj, facts, warnings) for obj in _objects(document)]):
+            pending.add(index)
+    plan: list[int | bytes] = []
+    for index, chunk in enumerate(chunks):
+        if index not in pending:
+            plan.append(index)
+            continue
+        document = _read(data, chunk, checked=True)
+        objects = _objects(document)
+        for obj in objects:
+            _edit(obj, facts)
+        _commit_list_drops(objects)
+        if document.dropped:
+            continue
+        plan.append(document.editor.result().encode("utf-8") if document.editor.changed else index)
+    return chunks, plan, warnings
 
-    out: list[bytes | memoryview] = []
+
+def output_pieces(data: bytes, chunks: list[Chunk], plan: list[int | bytes]):
+    """The output, piece by piece: untouched chunks as views of the input."""
     view = memoryview(data)
-    for chunk in chunks:
-        document = documents.get(chunk.number)
-        if document is None or not document.editor.changed:
-            if document is None or not document.dropped:
-                out.append(view[chunk.start:chunk.end])
-        elif not document.dropped:
-            out.append(document.editor.result().encode("utf-8"))
-    return PostRenderResult(b"".join(out), warnings)
+    for step in plan:
+        if isinstance(step, int):
+            chunk = chunks[step]
+            yield view[chunk.start:chunk.end]
+        else:
+            yield step
 
 
 # -- read ------------------------------------------------------------------
 
 
-def _read(data: bytes, chunk: Chunk) -> Document | None:
+def _read(data: bytes, chunk: Chunk, checked: bool = False) -> Document | None:
     """Check a chunk (every chunk: UTF-8, well-formed, one mapping document)
     and compose it into a node tree when a rule may need it."""
     raw = data[chunk.start:chunk.end]
@@ -127,12 +150,13 @@ def _read(data: bytes, chunk: Chunk) -> Document | None:
             chunk.number,
             source_of(data, chunk),
         ) from None
-    try:
-        aliased = check_chunk(raw)
-    except SyntaxProblem as err:
-        raise PostRenderError(str(err), chunk.number, source_of(data, chunk)) from None
-    if not (aliased or mentions_rule_kind(data, chunk)):
-        return None
+    if not checked:
+        try:
+            aliased = check_chunk(raw)
+        except SyntaxProblem as err:
+            raise PostRenderError(str(err), chunk.number, source_of(data, chunk)) from None
+        if not (aliased or mentions_rule_kind(data, chunk)):
+            return None
     source = source_of(data, chunk)
     try:
         root = yaml.compose(text, Loader=_Loader)
@@ -208,59 +232,86 @@ def _children(node: Node) -> list[Node]:
 # -- filters ---------------------------------------------------------------
 
 
-def _apply_rules(objects: list[KubeObject], warnings: list[str]) -> None:
-    entitlements: dict[object, bool] = {}
-    for obj in objects:
-        if obj.kind == "Namespace":
-            _check_mapping_field(obj, "annotations")
-            try:
-                entitled = rules.tenant_entitlement(obj.metadata.get("annotations"))
-            except rules.RuleError as err:
-                raise obj.document.error(f"{obj.label}: {err}") from None
-            if entitled is not None:
-                entitlements[obj.metadata.get("name")] = entitled
-                _write_vgpu_label(obj, entitled)
+class Facts:
+    """What the first pass learns and the second pass needs."""
 
-    dropped_quota_ns: set = set()
-    kept_quota_ns: set = set()
-    for obj in objects:
-        if obj.kind == "ResourceQuota":
-            _filter_quota(obj, dropped_quota_ns, kept_quota_ns, warnings)
-    for obj in objects:
-        if obj.kind == "LimitRange" and rules.limit_ranges_dropped(obj.namespace, dropped_quota_ns, kept_quota_ns):
+    __slots__ = ("entitlements", "dropped_quota_ns", "kept_quota_ns")
+
+    def __init__(self) -> None:
+        self.entitlements: dict[object, bool] = {}  # tenant namespace -> entitled
+        self.dropped_quota_ns: set = set()
+        self.kept_quota_ns: set = set()
+
+
+def _gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> bool:
+    """Record what `obj` tells the rules; True when a rule may edit it."""
+    kind = obj.kind
+    if kind == "Namespace":
+        entitled = _entitlement(obj)
+        if entitled is None:
+            return False
+        name = obj.metadata.get("name")
+        if name in facts.entitlements:
+            raise obj.document.error(f"{obj.label}: a second Namespace document for the same tenant")
+        facts.entitlements[name] = entitled
+        return True
+    if kind == "ResourceQuota":
+        decision = _quota_decision(obj)
+        if decision is None:
+            return False
+        for key, reason in decision.malformed:
+            warnings.append(_where(obj) + f": removed malformed GPU budget key {key!r} from {obj.label} ({reason})")
+        if decision.drop:
+            facts.dropped_quota_ns.add(obj.namespace)
+        elif decision.keys:
+            facts.kept_quota_ns.add(obj.namespace)
+        return decision.changed
+    if kind == "LimitRange":
+        return True  # its fate waits for every quota of its namespace
+    return kind == "Secret" and obj.metadata.get("name") == rules.VALUES_SECRET
+
+
+def _edit(obj: KubeObject, facts: Facts) -> None:
+    kind = obj.kind
+    if kind == "Namespace" and obj.metadata.get("name") in facts.entitlements and _entitlement(obj) is not None:
+        _write_vgpu_label(obj, facts.entitlements[obj.metadata.get("name")])
+    elif kind == "ResourceQuota":
+        _filter_quota(obj)
+    elif kind == "LimitRange":
+        if rules.limit_ranges_dropped(obj.namespace, facts.dropped_quota_ns, facts.kept_quota_ns):
             _drop(obj)
-        elif (
-            obj.kind == "Secret"
-            and obj.metadata.get("name") == rules.VALUES_SECRET
-            and obj.namespace in entitlements
-        ):
-            _filter_values_secret(obj, entitlements[obj.namespace])
-
-    _commit_list_drops(objects)
+    elif kind == "Secret" and obj.metadata.get("name") == rules.VALUES_SECRET and obj.namespace in facts.entitlements:
+        _filter_values_secret(obj, facts.entitlements[obj.namespace])
 
 
-def _filter_quota(obj: KubeObject, dropped_ns: set, kept_ns: set, warnings: list[str]) -> None:
-    hard_node = child(obj.node, "spec", "hard")
-    hard = (obj.data.get("spec") or {}).get("hard") if isinstance(obj.data.get("spec"), dict) else None
+def _entitlement(obj: KubeObject) -> bool | None:
+    _check_mapping_field(obj, "annotations")
+    try:
+        return rules.tenant_entitlement(obj.metadata.get("annotations"))
+    except rules.RuleError as err:
+        raise obj.document.error(f"{obj.label}: {err}") from None
+
+
+def _quota_decision(obj: KubeObject) -> rules.QuotaDecision | None:
+    spec = obj.data.get("spec")
+    hard = spec.get("hard") if isinstance(spec, dict) else None
     if hard is None:
-        return
-    if not isinstance(hard_node, MappingNode) or not isinstance(hard, dict):
+        return None
+    if not isinstance(hard, dict) or not isinstance(child(obj.node, "spec", "hard"), MappingNode):
         raise obj.document.error(f"{obj.label}: spec.hard is not a mapping")
-    keys = [key for key in hard if isinstance(key, str)]
-    decision = rules.decide_quota(keys)
-    for key, reason in decision.malformed:
-        warnings.append(
-            _where(obj) + f": removed malformed GPU budget key {key!r} from {obj.label} ({reason})"
-        )
+    return rules.decide_quota([key for key in hard if isinstance(key, str)])
+
+
+def _filter_quota(obj: KubeObject) -> None:
+    decision = _quota_decision(obj)
+    if decision is None or not decision.changed:
+        return
     if decision.drop:
-        dropped_ns.add(obj.namespace)
         _drop(obj)
         return
-    if keys:
-        kept_ns.add(obj.namespace)
-    if decision.changed:
-        indices = [_entry_index(obj, hard_node, key) for key in decision.removed]
-        obj.document.editor.delete_entries(hard_node, indices, owner=_owner_key(obj.node, "spec", "hard"))
+    hard_node = child(obj.node, "spec", "hard")
+    indices = [_entry_index(obj, hard_node, key) for key in decision.removed]
+    obj.document.editor.delete_entries(hard_node, indices, owner=_owner_key(obj.node, "spec", "hard"))
 
 
 def _write_vgpu_label(obj: KubeObject, entitled: bool) -> None:

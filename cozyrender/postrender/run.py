@@ -16,11 +16,11 @@ PROG = "cozyrender post-render"
 
 def main() -> int:
     from cozyrender.postrender.errors import PostRenderError
-    from cozyrender.postrender.pipeline import post_render
+    from cozyrender.postrender.pipeline import output_pieces, plan_output
 
     data = sys.stdin.buffer.read()
     try:
-        result = post_render(data)
+        chunks, plan, warnings = plan_output(data)
     except PostRenderError as err:
         report(f"{PROG}: error: {err.message}")
         return 1
@@ -30,9 +30,9 @@ def main() -> int:
     except Exception as err:  # a bug: still nothing on stdout, still one line
         report(f"{PROG}: internal error: {type(err).__name__}: {err}")
         return 70
-    for warning in result.warnings:
+    for warning in warnings:
         sys.stderr.write(f"{PROG}: warning: {warning}\n")
-    sys.stdout.buffer.write(result.output)
+    sys.stdout.buffer.writelines(output_pieces(data, chunks, plan))
     sys.stdout.buffer.flush()
     return 0
 
