@@ -429,11 +429,11 @@ def _comparable(post_renderers: list) -> list:
     for entry in post_renderers:
         patches = []
         for patch in ((entry or {}).get("kustomize") or {}).get("patches") or []:
-            try:
-                body = yaml.load(patch.get("patch") or "", Loader=_Loader)
+            try:  # kustomize trims the text before parsing it
+                body = yaml.load((patch.get("patch") or "").strip(), Loader=_Loader)
             except (yaml.YAMLError, AttributeError):
                 body = patch
-            patches.append((patch.get("target") if isinstance(patch, dict) else None, body))
+            patches.append([patch.get("target") if isinstance(patch, dict) else None, body])
         out.append(patches)
     return out
 
@@ -442,7 +442,7 @@ def drift(hr: HelmReleaseFile, expected: list[dict]) -> str:
     """A unified diff from the file's cozyrender entry to the expected one; empty when in sync."""
     owned = hr.owned()
     current = [owned[1]] if owned else []
-    if _comparable(current) == _comparable(expected):
+    if _same(_comparable(current), _comparable(expected)):
         return ""
     return "".join(difflib.unified_diff(
         format_post_renderers(current).splitlines(keepends=True),

@@ -343,3 +343,16 @@ def test_reformatting_is_reported(tmp_path):
     assert code == 0
     assert "re-formats parts of the HelmRelease" in err
     assert flux.load_helmrelease(path).owned() is not None
+
+
+def test_check_sees_a_block_chomping_change(release_copy):
+    """`|` to `|-` on the replaced values.yaml drops its final line break:
+    that is drift, not layout."""
+    text = release_copy.read_text()
+    hr = flux.load_helmrelease_text(text)
+    entry = hr.owned()[1]
+    secret = entry["kustomize"]["patches"][-1]["patch"]
+    assert "value: |\n" in secret
+    release_copy.write_text(text.replace("              - op: replace\n                value: |\n",
+                                         "              - op: replace\n                value: |-\n"))
+    assert run(*ARGS, "--helmrelease", str(release_copy), "--check")[0] == 1
