@@ -295,3 +295,11 @@ def test_audit_reports_malformed_declarations():
     state = index_state([tenant("a", quotas={"A100.gpuclass.cozystack.io/devices": 1})])
     [finding] = audit(state)
     assert finding.severity == "error" and finding.kind == "invalid-declaration"
+
+
+def test_unchanged_tenant_update_under_an_over_committed_pool_is_refused():
+    # The parent lowered a's budget below b's carve-out: re-applying b as it is
+    # is refused until the pool fits again (the gate checks every declared key).
+    state = index_state([tenant("a", quotas={A100: 2}), tenant("b", "tenant-a", quotas={A100: 4})])
+    assert not check_write(state, tenant("b", "tenant-a", quotas={A100: 4})).allowed
+    assert check_write(state, tenant("b", "tenant-a", quotas={A100: 2})).allowed
