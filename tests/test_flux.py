@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cozyrender import flux
@@ -203,7 +203,11 @@ def test_property_chart_render_equivalence(quotas, requested, parent, cluster, k
         values["_namespace"]["vgpu"] = parent
     if cluster is not None:
         values["_cluster"]["gpu-vgpu"] = cluster
-    raw = flux.render_raw(TENANT, "tenant-a", "tenant-root", inline=[values])
+    try:
+        raw = flux.render_raw(TENANT, "tenant-a", "tenant-root", inline=[values])
+    except flux.FluxError as err:  # the chart refuses two keys that flatten to one
+        assume("both set the quota key" not in str(err))
+        raise
     assert_equivalent(kubectl, raw, tmp_path_factory.mktemp("chart"))
 
 
