@@ -32,6 +32,7 @@ test: venv binaries
 	$(PY) -m pytest
 
 bench: venv binaries
+	$(PY) -m compileall -q cozyrender
 	$(PY) bench/run.py
 
 clean:

@@ -175,3 +175,11 @@ def test_post_render_properties(case):
     assert [chunk for chunk in out_chunks if chunk in untouched] == untouched
 
     assert post_render(result.output).output == result.output
+
+
+@settings(max_examples=500)
+@given(st.text())
+def test_quoted_scalars_read_back_exactly(text):
+    from cozyrender.postrender.yamledit import quote
+
+    assert yaml.safe_load(quote(text)) == text

@@ -10,7 +10,6 @@ Block and flow (JSON) styles are both handled. Pure text manipulation, no I/O.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -132,7 +131,7 @@ class Editor:
 
     def add_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
         if mapping.flow_style:
-            text = f"{json.dumps(key)}: {_flow_value(value)}"
+            text = f"{quote(key)}: {_flow_value(value)}"
             if mapping.value:
                 self.replace(mapping.value[-1][1].end_mark.index, mapping.value[-1][1].end_mark.index, ", " + text)
             else:
@@ -152,7 +151,7 @@ class Editor:
         key_node, value_node = mapping.value[index]
         if mapping.flow_style:
             self.replace(key_node.start_mark.index, value_node.end_mark.index,
-                         f"{json.dumps(key)}: {_flow_value(value)}")
+                         f"{quote(key)}: {_flow_value(value)}")
         else:
             self.replace(self._block_entry_start(key_node), self._region_end(value_node),
                          _block_entry(key, value, key_node.start_mark.column))
@@ -218,7 +217,30 @@ class Editor:
 
 
 def _flow_value(value: Value) -> str:
-    return json.dumps(value, ensure_ascii=False)
+    """A value in flow style (valid in block context too)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{quote(k)}: {_flow_value(v)}" for k, v in value.items()) + "}"
+    return quote(value)
+
+
+# Characters a YAML double-quoted scalar must escape (json would do, at an
+# import cost on Helm's hot path).
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def quote(text: str) -> str:
+    """`text` as a YAML double-quoted scalar, exactly."""
+    out = []
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch < " " or "\x7f" <= ch <= "\x9f" or "\ud800" <= ch <= "\udfff" or ch in "\u2028\u2029\ufeff\ufffe\uffff":
+            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def _block_entry(key: str, value: Value, indent: int) -> str:
@@ -240,7 +262,7 @@ def format_string_scalar(node: ScalarNode, text: str, new_value: str) -> str:
         body = new_value[: len(new_value) - trailing] if trailing else new_value
         lines = [(" " * indent + line) if line else "" for line in body.split("\n")]
         return f"|{chomp}\n" + "\n".join(lines) + "\n" * max(trailing, 1)
-    return json.dumps(new_value, ensure_ascii=False)
+    return quote(new_value)
 
 
 def _literal_safe(value: str) -> bool:
