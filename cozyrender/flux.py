@@ -233,7 +233,6 @@ class Derived:
 
     post_renderers: list[dict]
     warnings: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)  # one line per patched object
 
     @property
     def patches(self) -> list[dict]:
@@ -254,22 +253,21 @@ def derive(raw: bytes) -> Derived:
     unknown = set(after) - set(before)
     if unknown:  # the post-renderer only edits and drops; a new object is a bug
         raise FluxError(f"post-render created {', '.join(describe(k) for k in sorted(unknown))}")
-    patches, changed = [], []
+    patches = []
     for key in sorted(before, key=_sort_key):
         if key not in after:
-            patch, what = delete_patch(key), "delete"
+            patch = delete_patch(key)
         else:
             ops = diff_operations(before[key], after[key])
             if not ops:
                 continue
             ops = guard(per_annotation(ops, before[key]), before[key])
-            patch, what = _dump([_block_safe(op) for op in ops]), f"{len(ops)} operation(s)"
+            patch = _dump([_block_safe(op) for op in ops])
         patches.append({"target": target_for(key, keys), "patch": patch})
-        changed.append(f"{describe(key)}: {what}")
     if not patches:
         return Derived([], list(result.warnings))
     patches[0]["patch"] = MARKER + "\n" + patches[0]["patch"]
-    return Derived([{"kustomize": {"patches": patches}}], list(result.warnings), changed)
+    return Derived([{"kustomize": {"patches": patches}}], list(result.warnings))
 
 
 def render_raw(chart: str | Path, release: str, namespace: str, values_files: Sequence[str] = (),
