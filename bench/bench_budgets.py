@@ -130,10 +130,15 @@ def run() -> None:
           f"({c_yaml * 100 / load_s:.1f}x), PyYAML pure Python {py_yaml * 100:.1f} s ({py_yaml * 100 / load_s:.1f}x)")
 
     gc.freeze()  # as `cozyrender check` does once the state is loaded
-    state, index_s = _timed(index_state, objects)
-    findings, audit_s = _timed(audit, state)
+    runs = []
+    for _ in range(3):  # 2 cores shared with other jobs: report the spread
+        state, index_s = _timed(index_state, objects)
+        findings, audit_s = _timed(audit, state)
+        runs.append((index_s + audit_s, index_s, audit_s))
+    total, index_s, audit_s = sorted(runs)[1]
     errors = sum(1 for f in findings if f.severity == "error")
-    print(f"audit: index {index_s:.2f} s + findings {audit_s:.2f} s = {index_s + audit_s:.2f} s (target < 2 s); "
+    print(f"audit (median of 3): index {index_s:.2f} s + findings {audit_s:.2f} s = {total:.2f} s "
+          f"(best {min(runs)[0]:.2f} s, worst {max(runs)[0]:.2f} s; target < 2 s); "
           f"{errors:,} errors, {len(findings) - errors:,} warnings")
 
     rng = random.Random(7)
@@ -160,7 +165,7 @@ def run() -> None:
 
     _, naive = _timed(naive_check, writes[0])
     print(f"  peer, a naive check re-indexing the state per write: {naive * 1e3:.0f} ms ({naive / median:,.0f}x the median); "
-          f"the whole audit is {(index_s + audit_s) / median:,.0f}x a single check")
+          f"the whole audit is {total / median:,.0f}x a single check")
 
 
 if __name__ == "__main__":
