@@ -133,3 +133,11 @@ def test_example6_malformed_budget_keys_are_refused(tmp_path, key, why):
     [reason] = answer["reasons"]
     assert reason["field"] == f'spec.resourceQuotas["{key}"]'
     assert key in reason["message"] and why in reason["message"]
+
+
+@pytest.mark.parametrize("key,budget,pod_limits,ask", REGRESSION)
+def test_regression_same_answer_as_when_the_child_declares_nothing(tmp_path, key, budget, pod_limits, ask):
+    write = tenant("d", "tenant-a", quotas={key: ask})
+    gpu_only = run_check_json(tmp_path, _example1_state(key, budget, pod_limits, {ALL: 2}), write)
+    undeclared = run_check_json(tmp_path, _example1_state(key, budget, pod_limits, None), write)
+    assert gpu_only == undeclared
