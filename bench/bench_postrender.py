@@ -101,14 +101,17 @@ def median_seconds(command: list[str], data: bytes | None = None, runs: int = RU
 
 
 def peak_rss_mib(command: list[str], data_path: Path) -> float:
-    """Peak resident memory of one child process (wait4 reports that child alone)."""
-    with open(data_path, "rb") as stdin:
-        process = subprocess.Popen(command, stdin=stdin, stdout=subprocess.DEVNULL)
-        _, status, usage = os.wait4(process.pid, 0)
-        process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise RuntimeError(f"{command} failed")
-    return usage.ru_maxrss / 1024  # KiB on Linux
+    """Peak resident memory of `command` reading `data_path`, started from a
+    small Python (a forked child's peak counts its parent's pages until exec)."""
+    measure = (
+        "import resource, subprocess, sys\n"
+        "with open(sys.argv[1], 'rb') as stdin:\n"
+        "    subprocess.run(sys.argv[2:], stdin=stdin, stdout=subprocess.DEVNULL, check=True)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", measure, str(data_path), *command],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out) / 1024  # KiB on Linux
 
 
 def objects(text: bytes) -> list:
