@@ -21,7 +21,6 @@ manifest is validated offline against the Kubernetes schemas.
 
 from __future__ import annotations
 
-import base64
 import difflib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -32,12 +31,13 @@ import yaml
 
 from cozyrender import render as rendering
 from cozyrender import validate
+from cozyrender.values_secret import SECRET_NAME as VALUES_SECRET
+from cozyrender.values_secret import ValuesSecretError, is_values_secret, read_values
 
 CASE_FILE = "case.yaml"
 RAW_FILE = "raw.yaml"
 RENDERED_FILE = "rendered.yaml"
 EXPECTED_FILES = (RAW_FILE, RENDERED_FILE)
-VALUES_SECRET = "cozystack-values"
 _CASE_KEYS = {"chart", "release", "namespace", "values", "set", "inline", "parent", "description"}
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -185,18 +185,11 @@ def find_cases(cases_dir: Path) -> list[Path]:
 def secret_values(rendered: str, namespace: str) -> dict[str, Any]:
     """The values.yaml of the cozystack-values Secret in `namespace` (stringData or data)."""
     for obj in yaml.load_all(rendered, Loader=_Loader):
-        if not (isinstance(obj, dict) and obj.get("kind") == "Secret"):
-            continue
-        metadata = obj.get("metadata") or {}
-        if metadata.get("name") != VALUES_SECRET or metadata.get("namespace") != namespace:
-            continue
-        text = (obj.get("stringData") or {}).get("values.yaml")
-        if text is None and "values.yaml" in (obj.get("data") or {}):
-            text = base64.b64decode(obj["data"]["values.yaml"]).decode("utf-8")
-        values = yaml.load(text or "", Loader=_Loader) or {}
-        if not isinstance(values, dict):
-            raise CaseError(f"the {VALUES_SECRET} Secret of {namespace} holds no values mapping")
-        return values
+        if isinstance(obj, dict) and is_values_secret(obj, namespace):
+            try:
+                return read_values(obj)
+            except ValuesSecretError as err:
+                raise CaseError(f"the {VALUES_SECRET} Secret of {namespace}: {err}") from None
     raise CaseError(f"no {VALUES_SECRET} Secret for namespace {namespace} in the parent's output")
 
 

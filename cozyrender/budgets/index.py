@@ -190,26 +190,16 @@ def _add_charge(contribution: Contribution, declaration: Declaration, ordinary: 
 def _platform_vgpu_from_values(secret: Mapping) -> bool | None:
     """`_cluster.gpu-vgpu` of tenant-root's `cozystack-values` Secret, from
     `stringData` or base64 `data` of its `values.yaml`."""
-    import base64
-
-    import yaml
-
     from cozyrender.entitlement import flag_value
+    from cozyrender.values_secret import ValuesSecretError, read_values, values_text
 
-    text = (secret.get("stringData") or {}).get("values.yaml")
-    if text is None:
-        encoded = (secret.get("data") or {}).get("values.yaml")
-        if encoded is None:
-            return None
-        try:
-            text = base64.b64decode(encoded).decode("utf-8")
-        except (ValueError, UnicodeDecodeError):
-            raise BudgetInputError("Secret tenant-root/cozystack-values: data.values.yaml is not base64 UTF-8") from None
     try:
-        values = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise BudgetInputError(f"Secret tenant-root/cozystack-values: values.yaml is not YAML: {err}") from None
-    cluster = values.get("_cluster") if isinstance(values, Mapping) else None
+        if values_text(secret) is None:
+            return None
+        values = read_values(secret)
+    except ValuesSecretError as err:
+        raise BudgetInputError(f"Secret tenant-root/cozystack-values: {err}") from None
+    cluster = values.get("_cluster")
     if not isinstance(cluster, Mapping) or "gpu-vgpu" not in cluster:
         return False  # written only when on
     return bool(flag_value(cluster["gpu-vgpu"]))

@@ -10,13 +10,13 @@ Decisions come from `rules`; text edits from `yamledit`.
 
 from __future__ import annotations
 
-import binascii
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL, label_value
+from cozyrender import values_secret
 from cozyrender.postrender import rules
 from cozyrender.postrender.errors import EditError, PostRenderError
 from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of, split_chunks
@@ -353,8 +353,8 @@ def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
         text = node.value
         if encoded:
             try:
-                text = binascii.a2b_base64(node.value.encode("ascii"), strict_mode=True).decode("utf-8")
-            except (binascii.Error, UnicodeError):
+                text = values_secret.decode(node.value)
+            except values_secret.ValuesSecretError:
                 raise obj.document.error(f"{where} is not base64-encoded UTF-8") from None
         try:
             new_text = edit_values(text, entitled)
@@ -366,7 +366,7 @@ def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
             continue
         if encoded:
             editor.replace(node.start_mark.index, node.end_mark.index,
-                           _requote(node, binascii.b2a_base64(new_text.encode("utf-8"), newline=False).decode("ascii")))
+                           _requote(node, values_secret.encode(new_text)))
         else:
             editor.replace_string(node, new_text)
 

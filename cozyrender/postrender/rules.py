@@ -17,8 +17,8 @@ from cozyrender.entitlement import (
 )
 from cozyrender.keys import in_budget_domain, quota_key_problem
 
-VALUES_SECRET = "cozystack-values"
-VALUES_KEY = "values.yaml"
+from cozyrender.values_secret import SECRET_NAME as VALUES_SECRET
+from cozyrender.values_secret import VALUES_KEY
 CLUSTER_VGPU = "gpu-vgpu"
 NAMESPACE_VGPU = "vgpu"
 
