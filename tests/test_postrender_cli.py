@@ -87,3 +87,26 @@ def test_warnings_go_to_stderr_and_output_still_flows():
 def test_help_goes_through_click():
     result = subprocess.run([sys.executable, "-m", "cozyrender", "post-render", "--help"], capture_output=True, text=True)
     assert result.returncode == 0 and "Helm post-renderer" in result.stdout
+
+
+def test_the_hot_path_imports_only_what_it_needs():
+    """Helm starts a post-renderer per release: no CLI framework, no round-trip
+    YAML, no schema or Helm libraries on that path."""
+    probe = (
+        "import sys, io\n"
+        "sys.stdin = io.TextIOWrapper(io.BytesIO(sys.argv[1].encode()))\n"
+        "sys.stdout = io.TextIOWrapper(io.BytesIO())\n"
+        "from cozyrender.cli import main\n"
+        "try:\n"
+        "    main(['post-render'])\n"
+        "except SystemExit as exit:\n"
+        "    assert exit.code == 0, exit.code\n"
+        "print(' '.join(sorted(sys.modules)), file=sys.__stdout__)\n"
+    )
+    stream = "kind: Namespace\nmetadata:\n  name: t\n  annotations: {render.cozystack.io/vgpu-requested: 'true', render.cozystack.io/vgpu-parent: 'true'}\n"
+    result = subprocess.run([sys.executable, "-c", probe, stream], capture_output=True, text=True, check=True)
+    modules = set(result.stdout.split())
+    assert "cozyrender.postrender.pipeline" in modules and "yaml" in modules
+    for heavy in ("click", "ruamel", "jsonschema", "helm_python", "jinja2", "hypothesis", "json", "dataclasses",
+                  "typing", "cozyrender.render", "cozyrender.budgets", "cozyrender.gpuclass", "cozyrender.flux"):
+        assert not any(m == heavy or m.startswith(heavy + ".") for m in modules), heavy
