@@ -7,8 +7,8 @@ import json
 import subprocess
 
 import pytest
-from test_budgets_builders import klist, run_check, tenant, vm, write_json
 from click.testing import CliRunner
+from test_budgets_builders import klist, run_check, tenant, vm, write_json
 
 from cozyrender.commands.check import command
 

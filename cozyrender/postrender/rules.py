@@ -16,9 +16,8 @@ from cozyrender.entitlement import (
     is_entitled,
 )
 from cozyrender.keys import in_budget_domain, quota_key_problem
-
-from cozyrender.values_secret import SECRET_NAME as VALUES_SECRET
 from cozyrender.values_secret import VALUES_KEY
+
 CLUSTER_VGPU = "gpu-vgpu"
 NAMESPACE_VGPU = "vgpu"
 

@@ -1,0 +1,167 @@
+"""Reading documents: a chunk of the stream composed into a node tree, and
+the Kubernetes objects in it (the document's root, or the items of a List).
+
+Only chunks a rule may need get here; all of them were first checked by
+`syntax.check_chunk`.
+"""
+
+from __future__ import annotations
+
+import yaml
+from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.nodes import MappingNode, Node, SequenceNode
+
+from cozyrender.postrender.errors import PostRenderError
+from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of
+from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
+from cozyrender.postrender.yamledit import Editor, find_entry, is_null
+
+try:
+    Loader = yaml.CSafeLoader
+except AttributeError:  # PyYAML without libyaml: same results, slower
+    Loader = yaml.SafeLoader
+
+# Nodes a document may expand to through aliases before it counts as a bomb.
+MAX_EXPANDED_NODES = 200_000
+MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+class Document:
+    """A parsed chunk: its node tree and the edits made to its text."""
+
+    __slots__ = ("chunk", "source", "editor", "root", "dropped")
+
+    def __init__(self, chunk: Chunk, source: str | None, editor: Editor, root: MappingNode) -> None:
+        self.chunk, self.source, self.editor, self.root = chunk, source, editor, root
+        self.dropped = False
+
+    def error(self, problem: str) -> PostRenderError:
+        return PostRenderError(problem, self.chunk.number, self.source)
+
+
+class KubeObject:
+    """A Kubernetes object: a document's root, or an item of a `kind: List`
+    (then `parent` is the `items` sequence, the item's index, the `items` key)."""
+
+    __slots__ = ("document", "node", "data", "parent", "dropped")
+
+    def __init__(self, document: Document, node: MappingNode, data: dict,
+                 parent: tuple[SequenceNode, int, Node] | None = None) -> None:
+        self.document, self.node, self.data, self.parent = document, node, data, parent
+        self.dropped = False
+
+    @property
+    def kind(self) -> object:
+        return self.data.get("kind")
+
+    @property
+    def metadata(self) -> dict:
+        metadata = self.data.get("metadata")
+        return metadata if isinstance(metadata, dict) else {}
+
+    @property
+    def namespace(self) -> object:
+        return self.metadata.get("namespace")
+
+    @property
+    def label(self) -> str:
+        name = self.metadata.get("name")
+        namespace = self.namespace
+        return f"{self.kind} {namespace}/{name}" if namespace else f"{self.kind} {name}"
+
+
+def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document | None:
+    """Check a chunk (every chunk: UTF-8, well-formed, one mapping document)
+    and compose it into a node tree when a rule may need it."""
+    raw = data[chunk.start:chunk.end]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise PostRenderError(
+            f"not UTF-8 (byte {err.object[err.start]:#04x} at offset {chunk.start + err.start})",
+            chunk.number,
+            source_of(data, chunk),
+        ) from None
+    if not checked:
+        try:
+            aliased = check_chunk(raw)
+        except SyntaxProblem as err:
+            raise PostRenderError(str(err), chunk.number, source_of(data, chunk)) from None
+        if not (aliased or mentions_rule_kind(data, chunk)):
+            return None
+    source = source_of(data, chunk)
+    try:
+        root = yaml.compose(text, Loader=Loader)
+    except yaml.YAMLError as err:  # check_chunk passed it: a parser disagreement
+        raise PostRenderError(f"invalid YAML: {describe_yaml_error(err)}", chunk.number, source) from None
+    if root is None:
+        return None  # empty, or comments only
+    problem = structure_problem(root)
+    if problem:
+        raise PostRenderError(problem, chunk.number, source)
+    return Document(chunk, source, Editor(text), root)
+
+
+def kube_objects(document: Document) -> list[KubeObject]:
+    top = KubeObject(document, document.root, _construct(document, document.root))
+    if top.kind != "List":
+        return [top]
+    entry = find_entry(document.root, "items")
+    if entry is None or is_null(entry[2]):
+        return [top]
+    _, items_key, items = entry
+    if not isinstance(items, SequenceNode):
+        raise document.error("List items is not a sequence")
+    found: list[KubeObject] = []
+    for index, item in enumerate(items.value):
+        if not isinstance(item, MappingNode):
+            raise document.error(f"List item {index} is a {_node_kind(item)}, not a mapping")
+        found.append(KubeObject(document, item, _construct(document, item), (items, index, items_key)))
+    return found
+
+
+def _construct(document: Document, node: Node) -> dict:
+    try:
+        return SafeConstructor().construct_document(node)
+    except ConstructorError as err:
+        raise document.error(f"unsupported YAML: {describe_yaml_error(err)}") from None
+
+
+def structure_problem(root: Node) -> str | None:
+    """Merge keys and alias bombs, in one walk over distinct nodes."""
+    seen: set[int] = set()
+    order: list[Node] = []
+    aliased = False
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            aliased = True
+            continue
+        seen.add(id(node))
+        order.append(node)
+        if isinstance(node, MappingNode) and any(key.tag == MERGE_TAG for key, _ in node.value):
+            return "merge keys (<<) are not supported in documents cozyrender edits"
+        stack.extend(_children(node))
+    if aliased:
+        # Aliases share nodes: size each node once, children before parents.
+        sizes: dict[int, int] = {}
+        for node in reversed(order):
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in _children(node))
+            if sizes[id(node)] > MAX_EXPANDED_NODES:
+                return f"aliases expand to more than {MAX_EXPANDED_NODES} nodes (an alias bomb?)"
+    return None
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _node_kind(node: Node) -> str:
+    if isinstance(node, SequenceNode):
+        return "sequence"
+    return "scalar"

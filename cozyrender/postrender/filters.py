@@ -1,0 +1,244 @@
+"""The filters: each rule applied to the Kubernetes objects of a stream.
+
+The first pass `gather`s the facts the rules need across documents; the
+second `edit`s each object the rules change. Decisions come from `rules`,
+text edits from `yamledit`.
+"""
+
+from __future__ import annotations
+
+import yaml
+from yaml.constructor import SafeConstructor
+from yaml.nodes import MappingNode, Node, ScalarNode
+
+from cozyrender import values_secret
+from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL, label_value
+from cozyrender.postrender import rules
+from cozyrender.postrender.document import KubeObject, Loader, structure_problem
+from cozyrender.postrender.errors import EditError
+from cozyrender.postrender.syntax import describe_yaml_error
+from cozyrender.postrender.yamledit import STR_TAG, Editor, child, find_entry, is_null
+
+
+class Facts:
+    """What the first pass learns and the second pass needs."""
+
+    __slots__ = ("entitlements", "dropped_quota_ns", "kept_quota_ns")
+
+    def __init__(self) -> None:
+        self.entitlements: dict[object, bool] = {}  # tenant namespace -> entitled
+        self.dropped_quota_ns: set = set()
+        self.kept_quota_ns: set = set()
+
+
+def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> bool:
+    """Record what `obj` tells the rules; True when a rule may edit it."""
+    kind = obj.kind
+    if kind == "Namespace":
+        entitled = _entitlement(obj)
+        if entitled is None:
+            return False
+        name = obj.metadata.get("name")
+        if name in facts.entitlements:
+            raise obj.document.error(f"{obj.label}: a second Namespace document for the same tenant")
+        facts.entitlements[name] = entitled
+        return True
+    if kind == "ResourceQuota":
+        decision = _quota_decision(obj)
+        if decision is None:
+            return False
+        for key, reason in decision.malformed:
+            warnings.append(_where(obj) + f": removed malformed GPU budget key {key!r} from {obj.label} ({reason})")
+        if decision.drop:
+            facts.dropped_quota_ns.add(obj.namespace)
+        elif decision.keys:
+            facts.kept_quota_ns.add(obj.namespace)
+        return decision.changed
+    if kind == "LimitRange":
+        return True  # its fate waits for every quota of its namespace
+    return kind == "Secret" and obj.metadata.get("name") == rules.VALUES_SECRET
+
+
+def edit(obj: KubeObject, facts: Facts) -> None:
+    kind = obj.kind
+    if kind == "Namespace" and obj.metadata.get("name") in facts.entitlements and _entitlement(obj) is not None:
+        _write_vgpu_label(obj, facts.entitlements[obj.metadata.get("name")])
+    elif kind == "ResourceQuota":
+        _filter_quota(obj)
+    elif kind == "LimitRange":
+        if rules.limit_ranges_dropped(obj.namespace, facts.dropped_quota_ns, facts.kept_quota_ns):
+            _drop(obj)
+    elif kind == "Secret" and obj.metadata.get("name") == rules.VALUES_SECRET and obj.namespace in facts.entitlements:
+        _filter_values_secret(obj, facts.entitlements[obj.namespace])
+
+
+def _entitlement(obj: KubeObject) -> bool | None:
+    _check_mapping_field(obj, "annotations")
+    try:
+        return rules.tenant_entitlement(obj.metadata.get("annotations"))
+    except rules.RuleError as err:
+        raise obj.document.error(f"{obj.label}: {err}") from None
+
+
+def _quota_decision(obj: KubeObject) -> rules.QuotaDecision | None:
+    spec = obj.data.get("spec")
+    hard = spec.get("hard") if isinstance(spec, dict) else None
+    if hard is None:
+        return None
+    if not isinstance(hard, dict) or not isinstance(child(obj.node, "spec", "hard"), MappingNode):
+        raise obj.document.error(f"{obj.label}: spec.hard is not a mapping")
+    return rules.decide_quota([key for key in hard if isinstance(key, str)])
+
+
+def _filter_quota(obj: KubeObject) -> None:
+    decision = _quota_decision(obj)
+    if decision is None or not decision.changed:
+        return
+    if decision.drop:
+        _drop(obj)
+        return
+    hard_node = child(obj.node, "spec", "hard")
+    indices = [_entry_index(obj, hard_node, key) for key in decision.removed]
+    obj.document.editor.delete_entries(hard_node, indices, owner=_owner_key(obj.node, "spec", "hard"))
+
+
+def _write_vgpu_label(obj: KubeObject, entitled: bool) -> None:
+    editor = obj.document.editor
+    metadata = child(obj.node, "metadata")
+    annotations = child(metadata, "annotations")
+    # Remove the render inputs; an annotations map left empty goes too.
+    indices = [_entry_index(obj, annotations, key) for key in (REQUESTED_ANNOTATION, PARENT_ANNOTATION)]
+    value = label_value(entitled)
+    labels = child(metadata, "labels")
+    _check_mapping_field(obj, "labels")
+    if len(indices) == len(annotations.value):
+        annotations_index = _entry_index(obj, metadata, "annotations")
+        if labels is None:  # one edit where the annotations stood
+            editor.replace_entry(metadata, annotations_index, "labels", {VGPU_LABEL: value})
+            return
+        editor.delete_entries(metadata, [annotations_index], owner=None)
+    else:
+        editor.delete_entries(annotations, indices, owner=_owner_key(obj.node, "metadata", "annotations"))
+    if labels is None:
+        editor.add_entry(metadata, "labels", {VGPU_LABEL: value})
+    elif is_null(labels):
+        editor.replace_node(labels, {VGPU_LABEL: value})
+    else:
+        current = find_entry(labels, VGPU_LABEL)
+        if current is None or current[2].tag != STR_TAG or current[2].value != value:
+            editor.set_entry(labels, VGPU_LABEL, value)
+
+
+def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
+    editor = obj.document.editor
+    for field_name, encoded in (("stringData", False), ("data", True)):
+        node = child(obj.node, field_name, rules.VALUES_KEY)
+        if node is None:
+            continue
+        where = f"{obj.label}: {field_name}.{rules.VALUES_KEY}"
+        if not isinstance(node, ScalarNode) or node.tag != STR_TAG:
+            raise obj.document.error(f"{where} is not a string")
+        text = node.value
+        if encoded:
+            try:
+                text = values_secret.decode(node.value)
+            except values_secret.ValuesSecretError:
+                raise obj.document.error(f"{where} is not base64-encoded UTF-8") from None
+        try:
+            new_text = edit_values(text, entitled)
+        except (rules.RuleError, EditError) as err:
+            raise obj.document.error(f"{where}: {err}") from None
+        except yaml.YAMLError as err:
+            raise obj.document.error(f"{where} does not parse: {describe_yaml_error(err)}") from None
+        if new_text == text:
+            continue
+        if encoded:
+            editor.replace(node.start_mark.index, node.end_mark.index,
+                           _requote(node, values_secret.encode(new_text)))
+        else:
+            editor.replace_string(node, new_text)
+
+
+def edit_values(text: str, entitled: bool) -> str:
+    """A tenant's values.yaml with `_namespace.vgpu` and `_cluster.gpu-vgpu`
+    made right; the rest as written."""
+    roots = [root for root in yaml.compose_all(text, Loader=Loader) if root is not None]
+    if len(roots) > 1:
+        raise rules.RuleError("more than one YAML document")
+    root = roots[0] if roots else None
+    if root is not None and not isinstance(root, MappingNode):
+        raise rules.RuleError("not a mapping")
+    problem = structure_problem(root) if root is not None else None
+    if problem:
+        raise rules.RuleError(problem)
+    values = SafeConstructor().construct_document(root) if root is not None else None
+    decision = rules.decide_values(values, entitled)
+    if not decision.changed:
+        return text
+    if root is None:  # blank or comments only: only an entitlement can change it
+        return (text.rstrip("\n") + "\n" if text.strip() else "") + "_namespace:\n  vgpu: true\n"
+
+    editor = Editor(text)
+    namespace = child(root, "_namespace")
+    if decision.remove_namespace_vgpu:
+        index = find_entry(namespace, rules.NAMESPACE_VGPU)[0]
+        editor.delete_entries(namespace, [index], owner=find_entry(root, "_namespace")[1])
+    if decision.set_namespace_vgpu:
+        if namespace is None:
+            editor.add_entry(root, "_namespace", {rules.NAMESPACE_VGPU: True})
+        elif is_null(namespace) or not namespace.value:
+            editor.replace_node(namespace, {rules.NAMESPACE_VGPU: True})
+        else:
+            editor.set_entry(namespace, rules.NAMESPACE_VGPU, True)
+    if decision.remove_cluster_vgpu:
+        cluster = child(root, "_cluster")
+        index = find_entry(cluster, rules.CLUSTER_VGPU)[0]
+        editor.delete_entries(cluster, [index], owner=find_entry(root, "_cluster")[1])
+    return editor.result()
+
+
+def _drop(obj: KubeObject) -> None:
+    if obj.parent is None:
+        obj.document.dropped = True
+    else:
+        obj.dropped = True  # removed from its List in _commit_list_drops
+
+
+def commit_list_drops(objects: list[KubeObject]) -> None:
+    by_list: dict[int, tuple[KubeObject, list[int]]] = {}
+    for obj in objects:
+        if obj.parent is not None and obj.dropped:
+            items, index, _ = obj.parent
+            by_list.setdefault(id(items), (obj, []))[1].append(index)
+    for first, indices in by_list.values():
+        items, _, items_key = first.parent
+        first.document.editor.delete_items(items, indices, owner=items_key)
+
+
+def _entry_index(obj: KubeObject, mapping: Node, key: str) -> int:
+    entry = find_entry(mapping, key) if isinstance(mapping, MappingNode) else None
+    if entry is None:
+        raise obj.document.error(f"{obj.label}: {key!r} comes from an alias or merge and cannot be edited")
+    return entry[0]
+
+
+def _owner_key(node: MappingNode, *path: str) -> Node:
+    for key in path[:-1]:
+        node = find_entry(node, key)[2]
+    return find_entry(node, path[-1])[1]
+
+
+def _check_mapping_field(obj: KubeObject, name: str) -> None:
+    value = obj.metadata.get(name)
+    if value is not None and not isinstance(value, dict):
+        raise obj.document.error(f"{obj.label}: metadata.{name} is not a mapping")
+
+
+def _requote(node: ScalarNode, new_value: str) -> str:
+    quote = node.style if node.style in ("'", '"') else ""
+    return f"{quote}{new_value}{quote}"
+
+
+def _where(obj: KubeObject) -> str:
+    where = f"document {obj.document.chunk.number}"
+    return f"{where} ({obj.document.source})" if obj.document.source else where
