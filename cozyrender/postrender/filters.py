@@ -56,7 +56,7 @@ def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> bool:
         return decision.changed
     if kind == "LimitRange":
         return True  # its fate waits for every quota of its namespace
-    return kind == "Secret" and obj.metadata.get("name") == rules.VALUES_SECRET
+    return kind == "Secret" and obj.metadata.get("name") == values_secret.SECRET_NAME
 
 
 def edit(obj: KubeObject, facts: Facts) -> None:
@@ -68,7 +68,7 @@ def edit(obj: KubeObject, facts: Facts) -> None:
     elif kind == "LimitRange":
         if rules.limit_ranges_dropped(obj.namespace, facts.dropped_quota_ns, facts.kept_quota_ns):
             _drop(obj)
-    elif kind == "Secret" and obj.metadata.get("name") == rules.VALUES_SECRET and obj.namespace in facts.entitlements:
+    elif kind == "Secret" and obj.metadata.get("name") == values_secret.SECRET_NAME and obj.namespace in facts.entitlements:
         _filter_values_secret(obj, facts.entitlements[obj.namespace])
 
 
@@ -132,10 +132,10 @@ def _write_vgpu_label(obj: KubeObject, entitled: bool) -> None:
 def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
     editor = obj.document.editor
     for field_name, encoded in (("stringData", False), ("data", True)):
-        node = child(obj.node, field_name, rules.VALUES_KEY)
+        node = child(obj.node, field_name, values_secret.VALUES_KEY)
         if node is None:
             continue
-        where = f"{obj.label}: {field_name}.{rules.VALUES_KEY}"
+        where = f"{obj.label}: {field_name}.{values_secret.VALUES_KEY}"
         if not isinstance(node, ScalarNode) or node.tag != STR_TAG:
             raise obj.document.error(f"{where} is not a string")
         text = node.value
