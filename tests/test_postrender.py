@@ -359,6 +359,11 @@ def test_untouched_documents_come_out_byte_for_byte():
     assert post_render(stream.encode()).output == stream.encode()
 
 
+def test_core_tags_are_fine():
+    stream = b"kind: ConfigMap\ndata: !!str 1\nbinaryData: {b: !!binary aGk=}\nmeta: !!map {a: !!seq [1]}\n"
+    assert post_render(stream).output == stream
+
+
 def test_empty_input_gives_empty_output():
     assert post_render(b"").output == b""
 

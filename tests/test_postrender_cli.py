@@ -56,7 +56,10 @@ BAD_INPUTS = {
         "is not base64-encoded UTF-8",
     ),
     "not utf-8": (b"kind: ConfigMap\n---\nkind: ConfigMap\ndata: {a: \xff}\n", "document 2: not UTF-8 (byte 0xff"),
-    "python tag": (b"kind: Secret\nmetadata: !!python/object:os.system {}\n", "document 1: unsupported YAML"),
+    "python tag": (b"kind: Secret\nmetadata: !!python/object:os.system {}\n", "document 1: tag 'tag:yaml.org,2002:python/object:os.system' is not allowed"),
+    "python tag in a document no rule reads": (
+        b"kind: ConfigMap\ndata: !!python/object/apply:os.system [echo]\n", "document 1: tag 'tag:yaml.org,2002:python/object/apply:os.system'"),
+    "local tag": (b"kind: ConfigMap\ndata: !vault secret/x\n", "document 1: tag '!vault' is not allowed"),
     "alias bomb": (BOMB, "document 1: aliases expand to more than"),
 }
 

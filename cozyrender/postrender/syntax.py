@@ -25,6 +25,15 @@ except ImportError:  # PyYAML without libyaml
     from yaml import SafeLoader as _Parser
 
 
+# Explicit tags a safe loader knows; anything else (language-specific tags
+# such as !!python/object, local !tags) is refused in every document.
+_CORE = "tag:yaml.org,2002:"
+SAFE_TAGS = frozenset(
+    _CORE + name
+    for name in ("str", "int", "float", "bool", "null", "map", "seq", "binary", "timestamp", "omap", "pairs", "set")
+) | {"!"}
+
+
 class SyntaxProblem(ValueError):
     """Why a chunk is not a single well-formed mapping document."""
 
@@ -42,6 +51,9 @@ def check_chunk(raw: bytes) -> bool:
         while True:
             event = get_event()
             kind = type(event)
+            tag = getattr(event, "tag", None)
+            if tag is not None and tag not in SAFE_TAGS:
+                raise SyntaxProblem(f"tag {tag!r} is not allowed: safe YAML only{_at(event)}")
             if kind is ScalarEvent:
                 if keys is not None:
                     if expect_key:
