@@ -39,8 +39,10 @@ def values_text(secret: Mapping) -> str | None:
 
 def decode(encoded: str) -> str:
     """`data.values.yaml` as text (strict base64, UTF-8)."""
+    # Line breaks are allowed inside (the API server's base64 decoder skips them).
+    compact = encoded.replace("\r", "").replace("\n", "")
     try:
-        return binascii.a2b_base64(encoded.encode("ascii"), strict_mode=True).decode("utf-8")
+        return binascii.a2b_base64(compact.encode("ascii"), strict_mode=True).decode("utf-8")
     except (binascii.Error, UnicodeError):
         raise ValuesSecretError(f"data.{VALUES_KEY} is not base64-encoded UTF-8") from None
 

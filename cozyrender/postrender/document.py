@@ -29,11 +29,22 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 class Document:
     """A parsed chunk: its node tree and the edits made to its text."""
 
-    __slots__ = ("chunk", "source", "editor", "root", "dropped")
+    __slots__ = ("chunk", "source", "editor", "root", "dropped", "merged")
 
     def __init__(self, chunk: Chunk, source: str | None, editor: Editor, root: MappingNode) -> None:
         self.chunk, self.source, self.editor, self.root = chunk, source, editor, root
         self.dropped = False
+        self.merged = False  # uses merge keys (<<)
+
+    def uneditable(self) -> str | None:
+        """Why this document's text cannot be edited safely, if it cannot.
+        Only a document a rule changes is held to this."""
+        if self.merged:
+            return "merge keys (<<) are not supported in a document cozyrender edits"
+        text = self.editor.text
+        if "\r" in text and text.count("\r") != text.count("\r\n"):
+            return "lone CR line breaks are not supported in a document cozyrender edits"
+        return None
 
     def error(self, problem: str) -> PostRenderError:
         return PostRenderError(problem, self.chunk.number, self.source)
@@ -96,10 +107,12 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
         raise PostRenderError(f"invalid YAML: {describe_yaml_error(err)}", chunk.number, source) from None
     if root is None:
         return None  # empty, or comments only
-    problem = structure_problem(root)
+    problem, merged = structure_problem(root)
     if problem:
         raise PostRenderError(problem, chunk.number, source)
-    return Document(chunk, source, Editor(text), root)
+    document = Document(chunk, source, Editor(text), root)
+    document.merged = merged
+    return document
 
 
 def kube_objects(document: Document) -> list[KubeObject]:
@@ -127,11 +140,10 @@ def _construct(document: Document, node: Node) -> dict:
         raise document.error(f"unsupported YAML: {describe_yaml_error(err)}") from None
 
 
-def structure_problem(root: Node) -> str | None:
-    """Merge keys and alias bombs, in one walk over distinct nodes."""
+def structure_problem(root: Node) -> tuple[str | None, bool]:
+    """(an alias bomb, whether merge keys are used), in walks over distinct nodes."""
     seen: set[int] = set()
-    order: list[Node] = []
-    aliased = False
+    aliased = merged = False
     stack = [root]
     while stack:
         node = stack.pop()
@@ -139,18 +151,35 @@ def structure_problem(root: Node) -> str | None:
             aliased = True
             continue
         seen.add(id(node))
-        order.append(node)
         if isinstance(node, MappingNode) and any(key.tag == MERGE_TAG for key, _ in node.value):
-            return "merge keys (<<) are not supported in documents cozyrender edits"
+            merged = True
         stack.extend(_children(node))
-    if aliased:
-        # Aliases share nodes: size each node once, children before parents.
-        sizes: dict[int, int] = {}
-        for node in reversed(order):
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in _children(node))
-            if sizes[id(node)] > MAX_EXPANDED_NODES:
-                return f"aliases expand to more than {MAX_EXPANDED_NODES} nodes (an alias bomb?)"
-    return None
+    if aliased and _expanded_size(root) > MAX_EXPANDED_NODES:
+        return f"aliases expand to more than {MAX_EXPANDED_NODES} nodes (an alias bomb?)", merged
+    return None, merged
+
+
+def _expanded_size(root: Node) -> int:
+    """Nodes the document would have with every alias expanded; each shared
+    node is sized once (post-order), so a bomb is measured, not expanded."""
+    sizes: dict[int, int] = {}
+    visiting: set[int] = set()
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = _children(node)
+        if children_done:
+            visiting.discard(id(node))
+            sizes[id(node)] = min(1 + sum(sizes[id(c)] for c in children), MAX_EXPANDED_NODES + 1)
+            continue
+        if id(node) in visiting:  # a recursive alias: it never stops expanding
+            return MAX_EXPANDED_NODES + 1
+        visiting.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(root)]
 
 
 def _children(node: Node) -> list[Node]:

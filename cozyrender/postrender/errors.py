@@ -14,12 +14,14 @@ class PostRenderError(Exception):
 
     @property
     def message(self) -> str:
-        if self.document is None:
-            return self.problem
-        where = f"document {self.document}"
-        if self.source:
-            where += f" ({self.source})"
-        return f"{where}: {self.problem}"
+        """One line, whatever the names in it hold."""
+        where = ""
+        if self.document is not None:
+            where = f"document {self.document}"
+            if self.source:
+                where += f" ({self.source})"
+            where += ": "
+        return (where + self.problem).replace("\r", "\\r").replace("\n", "\\n")
 
 
 class EditError(ValueError):

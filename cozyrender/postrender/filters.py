@@ -16,7 +16,7 @@ from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU
 from cozyrender.postrender import rules
 from cozyrender.postrender.document import KubeObject, Loader, structure_problem
 from cozyrender.postrender.errors import EditError
-from cozyrender.postrender.syntax import describe_yaml_error
+from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
 from cozyrender.postrender.yamledit import STR_TAG, Editor, child, find_entry, is_null
 
 
@@ -87,7 +87,7 @@ def _quota_decision(obj: KubeObject) -> rules.QuotaDecision | None:
         return None
     if not isinstance(hard, dict) or not isinstance(child(obj.node, "spec", "hard"), MappingNode):
         raise obj.document.error(f"{obj.label}: spec.hard is not a mapping")
-    return rules.decide_quota([key for key in hard if isinstance(key, str)])
+    return rules.decide_quota(list(hard))
 
 
 def _filter_quota(obj: KubeObject) -> None:
@@ -148,13 +148,14 @@ def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
             new_text = edit_values(text, entitled)
         except (rules.RuleError, EditError) as err:
             raise obj.document.error(f"{where}: {err}") from None
+        except SyntaxProblem as err:
+            raise obj.document.error(f"{where} does not parse: {err}") from None
         except yaml.YAMLError as err:
             raise obj.document.error(f"{where} does not parse: {describe_yaml_error(err)}") from None
         if new_text == text:
             continue
         if encoded:
-            editor.replace(node.start_mark.index, node.end_mark.index,
-                           _requote(node, values_secret.encode(new_text)))
+            editor.replace_scalar_text(node, _requote(node, values_secret.encode(new_text)))
         else:
             editor.replace_string(node, new_text)
 
@@ -162,19 +163,19 @@ def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
 def edit_values(text: str, entitled: bool) -> str:
     """A tenant's values.yaml with `_namespace.vgpu` and `_cluster.gpu-vgpu`
     made right; the rest as written."""
-    roots = [root for root in yaml.compose_all(text, Loader=Loader) if root is not None]
-    if len(roots) > 1:
-        raise rules.RuleError("more than one YAML document")
-    root = roots[0] if roots else None
-    if root is not None and not isinstance(root, MappingNode):
-        raise rules.RuleError("not a mapping")
-    problem = structure_problem(root) if root is not None else None
+    check_chunk(text.encode("utf-8"))  # one mapping document, no duplicate keys, safe tags
+    root = yaml.compose(text, Loader=Loader)
+    if is_null(root):
+        root = None
+    problem, merged = structure_problem(root) if root is not None else (None, False)
     if problem:
         raise rules.RuleError(problem)
     values = SafeConstructor().construct_document(root) if root is not None else None
     decision = rules.decide_values(values, entitled)
     if not decision.changed:
         return text
+    if merged:
+        raise rules.RuleError("merge keys (<<) are not supported where cozyrender edits")
     if root is None:  # blank or comments only: only an entitlement can change it
         return (text.rstrip("\n") + "\n" if text.strip() else "") + "_namespace:\n  vgpu: true\n"
 
@@ -186,7 +187,7 @@ def edit_values(text: str, entitled: bool) -> str:
     if decision.set_namespace_vgpu:
         if namespace is None:
             editor.add_entry(root, "_namespace", {rules.NAMESPACE_VGPU: True})
-        elif is_null(namespace) or not namespace.value:
+        elif is_null(namespace):
             editor.replace_node(namespace, {rules.NAMESPACE_VGPU: True})
         else:
             editor.set_entry(namespace, rules.NAMESPACE_VGPU, True)
@@ -195,7 +196,6 @@ def edit_values(text: str, entitled: bool) -> str:
         index = find_entry(cluster, rules.CLUSTER_VGPU)[0]
         editor.delete_entries(cluster, [index], owner=find_entry(root, "_cluster")[1])
     return editor.result()
-
 
 def _drop(obj: KubeObject) -> None:
     if obj.parent is None:

@@ -11,6 +11,7 @@ Decisions come from `rules`; text edits from `yamledit`.
 from __future__ import annotations
 
 from cozyrender.postrender.document import kube_objects, read_document
+from cozyrender.postrender.errors import EditError
 from cozyrender.postrender.filters import Facts, commit_list_drops, edit, gather
 from cozyrender.postrender.stream import Chunk, split_chunks
 
@@ -53,12 +54,18 @@ def plan_output(data: bytes) -> tuple[list[Chunk], list[int | bytes], list[str]]
             continue
         document = read_document(data, chunk, checked=True)
         objects = kube_objects(document)
-        for obj in objects:
-            edit(obj, facts)
-        commit_list_drops(objects)
+        try:
+            for obj in objects:
+                edit(obj, facts)
+            commit_list_drops(objects)
+            edited = document.editor.result() if document.editor.changed and not document.dropped else None
+        except EditError as err:
+            raise document.error(str(err)) from None
         if document.dropped:
             continue
-        plan.append(document.editor.result().encode("utf-8") if document.editor.changed else index)
+        if edited is not None and (reason := document.uneditable()):
+            raise document.error(reason)
+        plan.append(index if edited is None else edited.encode("utf-8"))
     return chunks, plan, warnings
 
 

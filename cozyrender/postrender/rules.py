@@ -38,11 +38,11 @@ class QuotaDecision(namedtuple("QuotaDecision", "keys removed malformed drop")):
         return bool(self.removed)
 
 
-def decide_quota(hard_keys: list[str]) -> QuotaDecision:
+def decide_quota(hard_keys: list) -> QuotaDecision:
     """Budget keys leave a quota; a quota left empty by that is dropped.
 
     A quota that declared nothing to begin with is not ours to drop."""
-    removed = tuple(key for key in hard_keys if in_budget_domain(key))
+    removed = tuple(key for key in hard_keys if isinstance(key, str) and in_budget_domain(key))
     malformed = tuple(
         (key, problem) for key in removed if (problem := quota_key_problem(key)) is not None
     )

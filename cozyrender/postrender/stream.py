@@ -32,7 +32,12 @@ class Chunk:
 def split_chunks(data: bytes) -> list[Chunk]:
     cuts = [0]
     for match in _BOUNDARY.finditer(data):
-        cut = match.start() if match.group().startswith(b"-") else match.end()
+        if match.group().startswith(b"-"):
+            cut = match.start()
+            while cut > cuts[-1] and _line_before(data, cut).startswith(b"%"):
+                cut -= len(_line_before(data, cut))  # a directive belongs to the document it precedes
+        else:
+            cut = match.end()
         if cut != cuts[-1]:
             cuts.append(cut)
     if cuts[-1] != len(data):
@@ -40,10 +45,17 @@ def split_chunks(data: bytes) -> list[Chunk]:
     return [Chunk(number, start, end) for number, (start, end) in enumerate(zip(cuts, cuts[1:]), 1)]
 
 
+def _line_before(data: bytes, pos: int) -> bytes:
+    """The whole line ending just before `pos` (its line break included)."""
+    return data[data.rfind(b"\n", 0, pos - 1) + 1:pos]
+
+
 def mentions_rule_kind(data: bytes, chunk: Chunk) -> bool:
-    """Whether a rule may need this chunk: it names a kind some rule reads.
-    A cheap substring test (a false positive costs only a parse)."""
-    return any(data.find(kind, chunk.start, chunk.end) >= 0 for kind in _RULE_KINDS)
+    """Whether a rule may need this chunk: it names a kind some rule reads,
+    or has a backslash (an escape in a double-quoted scalar could spell a kind
+    without its bytes). A cheap test; a false positive costs only a parse."""
+    start, end = chunk.start, chunk.end
+    return data.find(b"\\", start, end) >= 0 or any(data.find(kind, start, end) >= 0 for kind in _RULE_KINDS)
 
 
 def source_of(data: bytes, chunk: Chunk) -> str | None:

@@ -53,12 +53,16 @@ class Editor:
     def __init__(self, text: str) -> None:
         self.text = text
         self._edits: list[tuple[int, int, str]] = []
+        # New lines follow the document's own line breaks (CRLF stays CRLF).
+        self.newline = "\r\n" if "\r\n" in text else "\n"
 
     @property
     def changed(self) -> bool:
         return bool(self._edits)
 
     def replace(self, start: int, end: int, replacement: str) -> None:
+        if self.newline != "\n":
+            replacement = replacement.replace("\n", self.newline)
         self._edits.append((start, end, replacement))
 
     def result(self) -> str:
@@ -95,7 +99,7 @@ class Editor:
     def _block_entry_start(self, key_node: Node) -> int:
         start = key_node.start_mark.index
         start_of_line = self._line_start(start)
-        if self.text[start_of_line:start].strip() == "":
+        if self.text[start_of_line:start].strip() in ("", "?"):  # "?" starts an explicit key
             return start_of_line
         return start  # the first entry of a sequence item: keep the "- "
 
@@ -127,7 +131,7 @@ class Editor:
         _, _, value_node = entry
         if isinstance(value, dict) or not isinstance(value_node, ScalarNode):
             raise EditError(f"{key!r} is not a scalar")
-        self.replace(value_node.start_mark.index, value_node.end_mark.index, _flow_value(value))
+        self.replace_node(value_node, value)
 
     def add_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
         if mapping.flow_style:
@@ -159,12 +163,26 @@ class Editor:
     def replace_string(self, node: ScalarNode, new_value: str) -> None:
         """Replace a string scalar, keeping a literal block a literal block."""
         formatted = format_string_scalar(node, self.text, new_value)
-        end = self._region_end(node) if formatted.startswith("|") else node.end_mark.index
-        self.replace(node.start_mark.index, end, formatted)
+        if formatted.startswith("|") and node.style == "|":
+            self.replace(node.start_mark.index, self._region_end(node), formatted)
+        else:
+            self.replace_scalar_text(node, formatted)
 
-    def replace_node(self, node: Node, value: Value) -> None:
-        """Replace a (null or scalar) value node by a new flow value."""
-        self.replace(node.start_mark.index, node.end_mark.index, _flow_value(value))
+    def replace_node(self, node: ScalarNode, value: Value) -> None:
+        """Replace a scalar value node (null included) by a new flow value."""
+        self.replace_scalar_text(node, _flow_value(value))
+
+    def replace_scalar_text(self, node: ScalarNode, text: str) -> None:
+        """Put `text` where a scalar stands. A block scalar (| or >) runs to the
+        end of its lines, which the new flow text replaces; an empty value
+        (`key:` and nothing) has no text, so the new one needs its space."""
+        start, end = node.start_mark.index, node.end_mark.index
+        if node.style in ("|", ">"):
+            self.replace(start, self._region_end(node), text + "\n")
+        elif start == end:
+            self.replace(start, end, " " + text)
+        else:
+            self.replace(start, end, text)
 
     # -- sequences ---------------------------------------------------------
 
@@ -182,6 +200,94 @@ class Editor:
         for index in sorted(doomed):
             item = sequence.value[index]
             self.replace(self._line_start(item.start_mark.index), self._region_end(item), "")
+
+    # -- sequence items, exactly (the comments between items stay) --------
+
+    def content_end(self, node: Node) -> int:
+        """The end of the line (past its line break) holding the last content
+        of `node`: a trailing comment on that line is included; the comment
+        and blank lines after it, which libyaml's end marks run over, are not."""
+        while True:
+            if isinstance(node, MappingNode) and node.value and not node.flow_style:
+                node = node.value[-1][1]
+            elif isinstance(node, SequenceNode) and node.value and not node.flow_style:
+                node = node.value[-1]
+            else:
+                break
+        end = node.end_mark.index
+        if isinstance(node, ScalarNode) and node.style in ("|", ">"):
+            header = self.text[node.start_mark.index:self._line_end(node.start_mark.index)]
+            if "+" not in header.split("#", 1)[0]:  # clip or strip: trailing blank lines are not content
+                while end > node.start_mark.index and self.text[end - 1] in " \t\r\n":
+                    end -= 1
+            elif end == self._line_start(end):
+                return end
+        elif end > 0 and end == self._line_start(end) and self.text[end - 1] == "\n":
+            end -= 1  # a block collection's mark at the next line: its content ended before
+        return self._line_end(end)
+
+    def item_dash(self, sequence: SequenceNode, index: int) -> int:
+        """The offset of block-sequence item `index`'s `-`, which must begin its line."""
+        item = sequence.value[index]
+        dash = self.text.rfind("-", 0, item.start_mark.index)
+        if sequence.flow_style or dash < 0 or self.text[dash + 1:item.start_mark.index].strip():
+            raise EditError("not an item of a block sequence")
+        if self.text[self._line_start(dash):dash].strip():
+            raise EditError("a sequence item shares its line with another node")
+        return dash
+
+    def item_columns(self, sequence: SequenceNode, index: int) -> tuple[int, int]:
+        """(column of the `-`, column of the content after it) of a block item;
+        the content column is the dash's plus 2 when the content starts on a later line."""
+        dash = self.item_dash(sequence, index)
+        dash_column = dash - self._line_start(dash)
+        item = sequence.value[index]
+        if self._line_start(item.start_mark.index) != self._line_start(dash):
+            return dash_column, dash_column + 2
+        return dash_column, item.start_mark.column
+
+    def item_span(self, sequence: SequenceNode, index: int) -> tuple[int, int]:
+        """The lines of block-sequence item `index`: from the start of its dash's
+        line to `content_end` of the item."""
+        dash = self.item_dash(sequence, index)
+        return self._line_start(dash), self.content_end(sequence.value[index])
+
+    def replace_item(self, sequence: SequenceNode, index: int, text: str) -> None:
+        """Put `text` where item `index` stands. In a block sequence `text` is
+        whole lines (indented, each ending with a line break), or "" to delete
+        the item's lines; in a flow sequence it is one flow node."""
+        if sequence.flow_style:
+            item = sequence.value[index]
+            self.replace(item.start_mark.index, item.end_mark.index, text)
+            return
+        start, end = self.item_span(sequence, index)
+        self.replace(start, end, text)
+
+    def insert_item(self, sequence: SequenceNode, index: int, text: str, owner: Node) -> None:
+        """Insert an item before item `index` (at the end when it is the length).
+        Block: `text` is whole lines, placed right after the previous item's
+        content, or after the line of `owner` (the key whose value the sequence
+        is) for index 0, so comments above an existing item stay above it.
+        Flow: `text` is one flow node, separated by ", "."""
+        items = sequence.value
+        if sequence.flow_style:
+            if not items:
+                at = sequence.start_mark.index + 1
+                self.replace(at, at, text)
+            elif index < len(items):
+                at = items[index].start_mark.index
+                self.replace(at, at, text + ", ")
+            else:
+                at = items[-1].end_mark.index
+                self.replace(at, at, ", " + text)
+            return
+        if not items:
+            raise EditError("a block sequence without items")
+        at = self.content_end(items[index - 1]) if index else self._line_end(owner.end_mark.index)
+        if index == 0 and at > self._line_start(self.item_dash(sequence, 0)):
+            raise EditError("a sequence item shares its line with its key")
+        prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
+        self.replace(at, at, prefix + text)
 
     # -- helpers -----------------------------------------------------------
 
