@@ -324,8 +324,10 @@ def run_golden(cases_dir: Path, update: bool = False,
                post_render: PostRender | None = None) -> GoldenReport:
     """Run every case under `cases_dir` (recursively); write expected files when updating."""
     runner = _Runner(post_render, update)
-    errors = []
-    for case_dir in find_cases(cases_dir):
+    case_dirs = find_cases(cases_dir)
+    # A mistyped path must not pass CI as "0 cases, 0 failed".
+    errors = [] if case_dirs else [f"no cases ({CASE_FILE}) under {cases_dir}"]
+    for case_dir in case_dirs:
         try:
             runner.run(case_dir)
         except CaseError as err:

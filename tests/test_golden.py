@@ -202,3 +202,11 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     shutil.copy(cases / "one" / "raw.yaml", cases / "raw.yaml")
     stale = run()
     assert stale.returncode == 1 and "STALE raw.yaml" in stale.stdout
+
+
+def test_a_folder_without_cases_fails(tmp_path):
+    from cozyrender.golden import run_golden
+
+    report = run_golden(tmp_path)
+    assert not report.ok
+    assert report.errors == [f"no cases (case.yaml) under {tmp_path}"]
