@@ -11,7 +11,8 @@ post-renderer: they are a transcript of it for one set of values.
 Two halves:
     derive      raw release bytes -> one `kustomize` post-renderer entry
     helmrelease find, replace and compare that entry in a HelmRelease file,
-                keeping every other byte of it (ruamel.yaml round trip)
+                keeping every other byte of it (a text splice at the
+                positions PyYAML's composer reports)
 
 cozyrender owns the entry whose first patch begins with MARKER, a YAML
 comment inside the patch text: Flux and kustomize ignore it, and it survives
@@ -21,7 +22,7 @@ any tool that rewrites the HelmRelease, unlike a comment in the manifest.
 from __future__ import annotations
 
 import difflib
-import io
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,8 +30,12 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from cozyrender.postrender.yamledit import Editor, find_entry, is_null, quote
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MERGE_TAG = "tag:yaml.org,2002:merge"
 
 MARKER = "# cozyrender flux: generated from the chart and values; regenerate, do not edit"
 HELMRELEASE_API = "helm.toolkit.fluxcd.io/v2"
@@ -283,37 +288,99 @@ def render_raw(chart: str | Path, release: str, namespace: str, values_files: Se
 
 # ---------------------------------------------------------------- printing
 
-def _ruamel(indent: int = 2, offset: int = 0, explicit_start: bool = False,
-            sequence: int | None = None):
-    from ruamel.yaml import YAML
+@dataclass(frozen=True)
+class Layout:
+    """How a file indents block YAML, in columns: a nested mapping's keys
+    beyond their parent key, a sequence's dashes beyond their key, an item's
+    content beyond its dash. (Line breaks: the Editor writes CRLF into a CRLF
+    document.)"""
 
-    y = YAML()  # round trip
-    y.preserve_quotes = True
-    y.width = 1 << 16  # never re-wrap the user's long lines
-    y.indent(mapping=indent, sequence=max(sequence or indent, offset + 2), offset=offset)
-    y.explicit_start = explicit_start
-    return y
+    mapping: int = 2
+    sequence: int = 2
+    content: int = 2
 
 
-def _to_ruamel(value: object) -> object:
-    """Plain data as ruamel nodes; multi-line strings (patch texts) as literal blocks."""
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
-    from ruamel.yaml.scalarstring import LiteralScalarString
+def _scalar(value: object) -> str:
+    """A one-line scalar as PyYAML spells it (plain when it can be)."""
+    if value is None:
+        return "null"
+    text = yaml.dump(value, Dumper=yaml.SafeDumper, allow_unicode=True, width=1 << 16)
+    return text.split("\n", 1)[0]
 
-    if isinstance(value, dict):
-        return CommentedMap((k, _to_ruamel(v)) for k, v in value.items())
-    if isinstance(value, list):
-        return CommentedSeq(_to_ruamel(v) for v in value)
+
+def _literal_ok(value: str) -> bool:
+    """Whether a multi-line string reads back exactly from a literal block."""
+    if not value.strip() or value.lstrip("\n").startswith((" ", "\t")):
+        return False
+    if any(line != line.rstrip(" \t") and not line.strip() for line in value.split("\n")[:-1]):
+        return False  # a line of only blanks would read back as an empty one
+    return all(ch in "\n\t" or (ch >= " " and ch not in "\x7f\x85\u2028\u2029\ufeff") for ch in value)
+
+
+def _lines(value: object, column: int, layout: Layout, head: str) -> list[str]:
+    """`head` (an indented `key:` or `-`) followed by `value` in block style,
+    nested lines indented from `column`, the head's column."""
+    if isinstance(value, dict) and value:
+        return [head, *_mapping(value, column + layout.mapping, layout)]
+    if isinstance(value, list) and value:
+        return [head, *_sequence(value, column + layout.sequence, layout)]
+    if isinstance(value, str) and "\n" in value and _literal_ok(value):
+        body = value.rstrip("\n")
+        trailing = len(value) - len(body)
+        chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
+        pad = " " * (column + layout.mapping)
+        return [f"{head} |{chomp}", *((pad + line) if line else "" for line in body.split("\n")),
+                *[""] * max(trailing - 1, 0)]
     if isinstance(value, str) and "\n" in value:
-        return LiteralScalarString(value)
-    return value
+        return [f"{head} {quote(value)}"]
+    if isinstance(value, (dict, list)):
+        return [f"{head} {'{}' if isinstance(value, dict) else '[]'}"]
+    return [f"{head} {_scalar(value)}"]
+
+
+def _mapping(mapping: dict, column: int, layout: Layout) -> list[str]:
+    lines: list[str] = []
+    for key, value in mapping.items():
+        lines.extend(_lines(value, column, layout, f"{' ' * column}{_scalar(key)}:"))
+    return lines
+
+
+def _sequence(items: list, dash: int, layout: Layout) -> list[str]:
+    """Items with their dash at column `dash`; a mapping item's first key on the dash's line."""
+    content = dash + layout.content
+    lines: list[str] = []
+    for item in items:
+        prefix = " " * dash + "-" + " " * (layout.content - 1)
+        if isinstance(item, (dict, list)) and item:
+            inner = _mapping(item, content, layout) if isinstance(item, dict) else _sequence(item, content, layout)
+            lines.append(prefix + inner[0][content:])
+            lines.extend(inner[1:])
+        else:
+            lines.extend(_lines(item, content - layout.mapping, layout, prefix.rstrip()))
+    return lines
+
+
+def render_item(entry: dict, dash: int, layout: Layout) -> str:
+    """One block-sequence item, its dash at column `dash`, as whole lines."""
+    return "\n".join(_sequence([entry], dash, layout)) + "\n"
+
+
+def flow(value: object) -> str:
+    """`value` as one flow node (for a file that writes postRenderers in flow style)."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{flow(k)}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, str):
+        return quote(value)
+    return _scalar(value)
 
 
 def format_post_renderers(post_renderers: list[dict]) -> str:
     """`postRenderers:` as it goes into a HelmRelease's spec."""
-    out = io.StringIO()
-    _ruamel().dump({"postRenderers": _to_ruamel(post_renderers)}, out)
-    return out.getvalue()
+    if not post_renderers:
+        return "postRenderers: []\n"
+    return "postRenderers:\n" + "".join(render_item(e, 2, Layout()) for e in post_renderers)
 
 
 # ---------------------------------------------------------------- helmrelease
@@ -336,6 +403,7 @@ class HelmReleaseFile:
     start: int  # the HelmRelease document's characters [start, end)
     end: int
     release: dict  # the HelmRelease, read with PyYAML
+    root: MappingNode  # the same, composed: where its nodes stand in `document`
 
     @property
     def document(self) -> str:
@@ -370,19 +438,23 @@ class HelmReleaseFile:
             name = f"{target_ns}-{metadata['name']}" if target_ns else metadata["name"]
         return name, target_ns or metadata.get("namespace")
 
+    def line(self, mark_line: int) -> int:
+        """The file's line number of a line of the HelmRelease document (0-based there)."""
+        return self.text.count("\n", 0, self.start) + mark_line + 1
 
-_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.M)
+
+_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)
 
 
 def _documents(text: str) -> list[tuple[int, int]]:
     """Character spans of the documents of a file, each from its `---` line."""
     cuts = [0, *(m.start() for m in _DOCUMENT_START.finditer(text) if m.start()), len(text)]
-    return [(a, b) for a, b in zip(cuts, cuts[1:]) if a < b]
+    return [(a, b) for a, b in itertools.pairwise(cuts) if a < b]
 
 
 def load_helmrelease(path: str | Path) -> HelmReleaseFile:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
+    try:  # bytes: line breaks (CRLF too) are kept as written
+        text = Path(path).read_bytes().decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise FluxError(f"cannot read {path}: {err}") from None
     return load_helmrelease_text(text, str(path))
@@ -401,14 +473,88 @@ def load_helmrelease_text(text: str, path: str = "<HelmRelease>") -> HelmRelease
     if len(found) != 1:
         raise FluxError(f"{path}: expected one HelmRelease, found {len(found)}")
     start, end, release = found[0]
+    root = yaml.compose(text[start:end], Loader=_Loader)
+    hr = HelmReleaseFile(str(path), text, start, end, release, root)
+    duplicate = _duplicate_key(root)
+    if duplicate is not None:
+        raise FluxError(f"{path}: line {hr.line(duplicate.start_mark.line)}: the HelmRelease has "
+                        f"the key {duplicate.value!r} twice in one mapping")
     if release.get("apiVersion") != HELMRELEASE_API:
         raise FluxError(f"{path}: the HelmRelease is {release.get('apiVersion')!r}; "
                         f"cozyrender writes {HELMRELEASE_API} postRenderers")
     if not isinstance(release.get("spec"), dict):
         raise FluxError(f"{path}: the HelmRelease has no spec mapping")
-    if not isinstance(release["spec"].get("postRenderers", []), (list, type(None))):
+    entries = release["spec"].get("postRenderers", [])
+    if not isinstance(entries, (list, type(None))):
         raise FluxError(f"{path}: spec.postRenderers is not a list")
-    return HelmReleaseFile(str(path), text, start, end, release)
+    for number, entry in enumerate(entries or []):
+        problem = _entry_problem(entry)
+        if problem:
+            raise FluxError(f"{path}: spec.postRenderers[{number}]{problem}")
+    return hr
+
+
+def _entry_problem(entry: object) -> str | None:
+    """What makes a post-renderer entry one Flux would reject (the shapes cozyrender reads)."""
+    if not isinstance(entry, dict):
+        return " is not a mapping"
+    if "kustomize" not in entry:
+        return None
+    kustomize = entry["kustomize"]
+    if not isinstance(kustomize, dict):
+        return ".kustomize is not a mapping"
+    patches = kustomize.get("patches")
+    if patches is not None and not isinstance(patches, list):
+        return ".kustomize.patches is not a list"
+    for number, patch in enumerate(patches or []):
+        if not isinstance(patch, dict):
+            return f".kustomize.patches[{number}] is not a mapping"
+    return None
+
+
+def _walk(node: Node, seen: set[int] | None = None):
+    """Every node below `node`, each once (aliases are the same node object)."""
+    seen = set() if seen is None else seen
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        if isinstance(current, MappingNode):
+            stack.extend(n for pair in reversed(current.value) for n in reversed(pair))
+        elif isinstance(current, SequenceNode):
+            stack.extend(reversed(current.value))
+
+
+def _duplicate_key(root: Node) -> ScalarNode | None:
+    """The first scalar key a mapping holds twice (PyYAML would silently keep the last)."""
+    for node in _walk(root):
+        if isinstance(node, MappingNode):
+            keys: set[tuple[str, str]] = set()
+            for key, _ in node.value:
+                if isinstance(key, ScalarNode) and key.tag != MERGE_TAG:
+                    if (key.tag, key.value) in keys:
+                        return key
+                    keys.add((key.tag, key.value))
+    return None
+
+
+def _shared(root: Node) -> set[int]:
+    """Nodes reachable on more than one path (anchored and aliased)."""
+    counts: dict[int, int] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        counts[id(node)] = counts.get(id(node), 0) + 1
+        if counts[id(node)] > 1:
+            continue
+        if isinstance(node, MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
+    return {node_id for node_id, count in counts.items() if count > 1}
 
 
 def check_identity(hr: HelmReleaseFile, release: str, namespace: str) -> None:
@@ -457,61 +603,167 @@ class Written:
 def write_entry(hr: HelmReleaseFile, expected: list[dict]) -> Written:
     """The file with cozyrender's entry replaced (in place), inserted (first:
     its patches were derived from Helm's own output, before any other
-    post-renderer edits it) or removed (nothing to patch). Everything else
-    stays as it was: other documents as text, the HelmRelease by ruamel round trip."""
-    from ruamel.yaml.comments import CommentedSeq
-    from ruamel.yaml.util import load_yaml_guess_indent
+    post-renderer edits it) or removed (nothing to patch).
 
-    document = hr.document
+    The file is edited as text at the positions PyYAML's composer reports:
+    only the owned entry's lines change (or the new entry's, or a new
+    `postRenderers:` key at the end of spec), rendered at the indentation the
+    file uses; every other byte stays. The result is read back and compared
+    with what was meant before it is returned."""
+    from cozyrender.postrender.errors import EditError
+
     warnings: list[str] = []
-    try:  # ruamel's guess is about sequences: (item indent, dash offset)
-        _, sequence, offset = load_yaml_guess_indent(document)
-    except Exception:  # noqa: BLE001 - ruamel raises assorted errors; PyYAML read it fine
-        sequence, offset = None, None
-    y = _ruamel(_mapping_indent(document), offset or 0, explicit_start=document.startswith("---"),
-                sequence=sequence)
-    tree = y.load(document)
-    if _dump_text(y, tree) != document:
-        warnings.append(f"{hr.path}: ruamel.yaml re-formats parts of the HelmRelease outside "
-                        "spec.postRenderers; review the change")
-    spec = tree["spec"]
-    entries = spec.get("postRenderers")
     owned = hr.owned()
-    new_entry = _to_ruamel(expected[0]) if expected else None
-    if owned is not None:
-        if owned[0] != 0:
-            warnings.append(f"{hr.path}: the cozyrender post-renderer is not first; its patches "
-                            "expect Helm's output, not another post-renderer's")
-        if new_entry is None:
-            del entries[owned[0]]
-        else:
-            entries[owned[0]] = new_entry
-    elif new_entry is not None:
-        if entries is None:
-            entries = CommentedSeq()
-            spec["postRenderers"] = entries
-        entries.insert(0, new_entry)
-    text = hr.text[:hr.start] + _dump_text(y, tree) + hr.text[hr.end:]
+    if owned is not None and owned[0] != 0:
+        warnings.append(f"{hr.path}: the cozyrender post-renderer is not first; its patches "
+                        "expect Helm's output, not another post-renderer's")
+    entry = expected[0] if expected else None
+    editor = Editor(hr.document)
+    try:
+        _splice(hr, editor, owned[0] if owned else None, entry)
+    except EditError as err:
+        raise FluxError(f"{hr.path}: cannot edit spec.postRenderers as text: {err}") from None
+    text = hr.text[:hr.start] + editor.result() + hr.text[hr.end:]
+    _verify(hr, text, entry)
     return Written(text, warnings)
 
 
-_BLOCK_KEY = re.compile(r"^(\s*)[^\s#-][^#]*:\s*(#.*)?$")
+def _splice(hr: HelmReleaseFile, editor: Editor, index: int | None, entry: dict | None) -> None:
+    found = find_entry(hr.root, "spec")
+    if found is None or not isinstance(found[2], MappingNode):
+        raise FluxError(f"{hr.path}: spec comes from a YAML merge key; write it out to let "
+                        "cozyrender edit it")
+    _, spec_key, spec = found
+    shared = _shared(hr.root)
+    pr = find_entry(spec, "postRenderers")
+    subtree = [spec, *(_walk(pr[2]) if pr else ())]
+    if any(id(node) in shared for node in subtree):
+        raise FluxError(f"{hr.path}: spec or spec.postRenderers is shared through a YAML alias; "
+                        "write it out to let cozyrender edit it")
+    if pr is None and hr.spec.get("postRenderers") is not None:
+        raise FluxError(f"{hr.path}: spec.postRenderers comes from a YAML merge key; write it "
+                        "out in spec to let cozyrender edit it")
+    layout = _layout(editor, hr.root, spec_key, spec, pr)
+    text = editor.text
+
+    if pr is None:
+        if entry is None:
+            return
+        if spec.flow_style:
+            _flow_add(editor, spec, "postRenderers", flow([entry]))
+            return
+        column = spec.value[0][0].start_mark.column
+        at = editor.content_end(spec)
+        prefix = "" if at == 0 or text[at - 1] == "\n" else "\n"
+        editor.replace(at, at, prefix + " " * column + "postRenderers:\n"
+                       + render_item(entry, column + layout.sequence, layout))
+        return
+
+    _, key, sequence = pr
+    if is_null(sequence) or (isinstance(sequence, SequenceNode) and not sequence.value):
+        if entry is None:
+            return
+        if spec.flow_style or sequence.start_mark.line != key.start_mark.line:
+            if isinstance(sequence, SequenceNode):
+                editor.insert_item(sequence, 0, flow(entry), key)
+            else:
+                editor.replace(sequence.start_mark.index, sequence.end_mark.index, flow([entry]))
+            return
+        # `postRenderers:`, `postRenderers: null` or `postRenderers: []`, in block: a block list
+        colon = text.find(":", key.end_mark.index)
+        editor.replace(colon + 1, sequence.end_mark.index, "")
+        newline = text.find("\n", sequence.end_mark.index)
+        at = len(text) if newline < 0 else newline + 1
+        prefix = "" if text[at - 1] == "\n" else "\n"
+        editor.replace(at, at, prefix + render_item(
+            entry, key.start_mark.column + layout.sequence, layout))
+        return
+    if not isinstance(sequence, SequenceNode):  # load_helmrelease_text checked it
+        raise FluxError(f"{hr.path}: spec.postRenderers is not a list")
+
+    if sequence.flow_style:
+        if index is None:
+            if entry is not None:
+                editor.insert_item(sequence, 0, flow(entry), key)
+        elif entry is None:
+            editor.delete_items(sequence, [index], key)
+        else:
+            editor.replace_item(sequence, index, flow(entry))
+        return
+    if index is None:
+        if entry is not None:
+            dash, content = editor.item_columns(sequence, 0)
+            editor.insert_item(sequence, 0, render_item(
+                entry, dash, _with_content(layout, content - dash)), key)
+        return
+    if entry is not None:
+        dash, content = editor.item_columns(sequence, index)
+        editor.replace_item(sequence, index, render_item(
+            entry, dash, _with_content(layout, content - dash)))
+        return
+    editor.replace_item(sequence, index, "")
+    if len(sequence.value) == 1:  # the list is left empty: say so
+        colon = text.find(":", key.end_mark.index)
+        editor.replace(colon + 1, colon + 1, " []")
 
 
-def _mapping_indent(document: str) -> int:
-    """The file's mapping indentation: how far the first nested key sits
-    beneath its parent key (ruamel guesses only the sequences')."""
-    lines = [line for line in document.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-    for parent, child in zip(lines, lines[1:]):
-        match = _BLOCK_KEY.match(parent)
-        if match:
-            step = len(child) - len(child.lstrip(" ")) - len(match.group(1))
-            if step > 0 and not child.lstrip().startswith("-"):
-                return step
-    return 2
+def _flow_add(editor: Editor, mapping: MappingNode, key: str, value: str) -> None:
+    if mapping.value:
+        at = mapping.value[-1][1].end_mark.index
+        editor.replace(at, at, f", {key}: {value}")
+    else:
+        at = mapping.start_mark.index + 1
+        editor.replace(at, at, f"{key}: {value}")
 
 
-def _dump_text(y: Any, tree: object) -> str:
-    out = io.StringIO()
-    y.dump(tree, out)
-    return out.getvalue()
+def _with_content(layout: Layout, content: int) -> Layout:
+    return Layout(layout.mapping, layout.sequence, max(content, 2))
+
+
+def _layout(editor: Editor, root: MappingNode, spec_key: Node, spec: MappingNode,
+            pr: tuple[int, ScalarNode, Node] | None) -> Layout:
+    """The file's indentation: mappings from spec's keys, sequences from
+    spec.postRenderers' items or else the first block sequence of the document."""
+    from cozyrender.postrender.errors import EditError
+
+    mapping = 2
+    if not spec.flow_style and spec.value:
+        step = spec.value[0][0].start_mark.column - spec_key.start_mark.column
+        if step > 0:
+            mapping = step
+    candidates: list[tuple[Node, Node]] = [(pr[1], pr[2])] if pr else []
+    candidates += [(k, v) for node in _walk(root) if isinstance(node, MappingNode)
+                   for k, v in node.value]
+    sequence, content = mapping, 2
+    for key, value in candidates:
+        if isinstance(value, SequenceNode) and value.value and not value.flow_style:
+            try:
+                dash, column = editor.item_columns(value, 0)
+            except EditError:
+                continue
+            if dash >= key.start_mark.column:
+                sequence, content = dash - key.start_mark.column, max(column - dash, 2)
+                break
+    return Layout(mapping, sequence, content)
+
+
+def _verify(hr: HelmReleaseFile, text: str, entry: dict | None) -> None:
+    """Read the written file back: the same HelmRelease with only cozyrender's
+    entry changed, or an error instead of a file that says something else."""
+    try:
+        written = load_helmrelease_text(text, hr.path)
+        owned = written.owned()
+    except FluxError as err:
+        raise FluxError(f"{hr.path}: cannot splice the entry into this layout ({err}); "
+                        "please report it") from None
+    got = [owned[1]] if owned else []
+    want = [entry] if entry else []
+
+    def others(release: HelmReleaseFile) -> dict:
+        spec = {k: v for k, v in release.spec.items() if k != "postRenderers"}
+        entries = [e for e in release.post_renderers() if not is_owned(e)]
+        return {**release.release, "spec": spec, "_others": entries}
+
+    if not (_same(got, want) and _same(others(written), others(hr))):
+        raise FluxError(f"{hr.path}: cannot splice the entry into this layout (the result reads "
+                        "differently); please report it")

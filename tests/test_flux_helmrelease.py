@@ -334,14 +334,18 @@ def test_documents_after_the_helmrelease_are_kept(tmp_path):
     assert path.read_text() == head + tail
 
 
-def test_reformatting_is_reported(tmp_path):
+def test_unusual_spacing_is_kept_and_nothing_is_reported(tmp_path):
+    """No re-formatting: the spec's odd spacing and flow values stay as written."""
     path = tmp_path / "hr.yaml"
-    path.write_text("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n"
-                    "  name: tenant-a\n  namespace: tenant-root\nspec:\n  interval:    5m\n"
-                    "  values: {resourceQuotas: {gpuclass.cozystack.io/devices: 1}}\n")
+    original = ("apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n"
+                "  name: tenant-a\n  namespace: tenant-root\nspec:\n  interval:    5m\n"
+                "  values: {resourceQuotas: {gpuclass.cozystack.io/devices: 1}}\n")
+    path.write_text(original)
     code, _, err = run(str(TENANT), "tenant-a", "-n", "tenant-root", "--helmrelease", str(path))
-    assert code == 0
-    assert "re-formats parts of the HelmRelease" in err
+    assert code == 0 and "warning" not in err
+    written = path.read_text()
+    assert written.startswith(original)
+    assert written[len(original):].startswith("  postRenderers:\n    - kustomize:\n")
     assert flux.load_helmrelease(path).owned() is not None
 
 

@@ -83,7 +83,7 @@ def command(chart: str, release: str, namespace: str, values_files: tuple[str, .
     for warning in written.warnings:
         click.echo(f"warning: {warning}", err=True)
     try:
-        with open(helmrelease, "w", encoding="utf-8") as out:
+        with open(helmrelease, "w", encoding="utf-8", newline="") as out:  # line breaks as read
             out.write(written.text)
     except OSError as err:
         raise FluxCommandError(f"cannot write {helmrelease}: {err.strerror}") from None
