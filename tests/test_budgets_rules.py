@@ -303,3 +303,17 @@ def test_unchanged_tenant_update_under_an_over_committed_pool_is_refused():
     state = index_state([tenant("a", quotas={A100: 2}), tenant("b", "tenant-a", quotas={A100: 4})])
     assert not check_write(state, tenant("b", "tenant-a", quotas={A100: 4})).allowed
     assert check_write(state, tenant("b", "tenant-a", quotas={A100: 2})).allowed
+
+
+def test_a_malformed_object_in_the_state_is_a_budget_input_error_naming_it():
+    # The library's one error type: a platform's admission code catches BudgetInputError.
+    from test_budgets_builders import pod, quota
+
+    bad_pod = pod("tenant-a", "p", {"cpu": "1"})
+    bad_pod["spec"]["containers"] = 5
+    with pytest.raises(BudgetInputError, match=r"^Pod tenant-a/p: spec\.containers is not a list \(got 5\)$"):
+        index_state([tenant("a", quotas={"cpu": 1}), bad_pod])
+    with pytest.raises(BudgetInputError, match=r"^ResourceQuota tenant-a/q: status\.used\.limits\.cpu is not a Kubernetes"):
+        index_state([tenant("a", quotas={"cpu": 1}), quota("tenant-a", "q", {"limits.cpu": "lots"})])
+    with pytest.raises(BudgetInputError, match=r"^Tenant: metadata is not an object"):
+        index_state([{"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Tenant", "metadata": 5}])

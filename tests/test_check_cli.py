@@ -93,4 +93,6 @@ def test_unreadable_pod_resources_in_the_state_are_exit_2(tmp_path):
 
     state = [tenant("a", quotas={"cpu": 4}), pod("tenant-a", "p", {"cpu": "lots"})]
     result = run_check(tmp_path, state)
-    assert result.exit_code == 2 and "pods in namespace tenant-a" in result.output and "lots" in result.output
+    assert result.exit_code == 2, result.output
+    assert "state.json: Pod tenant-a/p: spec.containers[0].resources.limits.cpu" in result.output
+    assert "'lots'" in result.output and result.output.count("\n") == 1

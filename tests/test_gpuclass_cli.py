@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -71,3 +72,22 @@ def test_an_unusable_crd_exits_2(tmp_path):
     for path in (broken, empty):
         result = run(str(DATA / "mig.yaml"), "--crd", str(path))
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+
+
+@pytest.mark.parametrize("content,expected", [
+    (b"apiVersion: cozystack.io/v1alpha1\nkind: GPUClass\nmetadata: 5\nspec: {}\n",
+     "c.yaml: GPUClass: metadata is not an object (got 5)"),
+    (b"apiVersion: cozystack.io/v1alpha1\nkind: GPUClass\nmetadata: {name: [1]}\n",
+     "c.yaml: GPUClass <unnamed>: metadata.name is not a string (got [1])"),
+    (b"kind: GPUClass\nmetadata: {name: \xff}\n", "c.yaml: not UTF-8 text"),
+    (b"kind: GPUClass\nmetadata: {name: [a}\n", "c.yaml: not valid YAML: line 2, column "),
+    (None, "c.yaml: no such file"),
+])
+def test_malformed_or_unreadable_input_is_one_line_naming_the_file(tmp_path, content, expected):
+    if content is not None:
+        (tmp_path / "c.yaml").write_bytes(content)
+    for args in ([str(tmp_path / "c.yaml")], [str(DATA / "mig.yaml"), "--old", str(tmp_path / "c.yaml")]):
+        result = run(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert result.output.startswith(f"Error: {tmp_path / 'c.yaml'}") and expected in result.output, result.output
+        assert result.output.count("\n") == 1 and "Traceback" not in result.output

@@ -85,3 +85,17 @@ def test_input_order_does_not_matter(classes, rng):
     shuffled = list(classes)
     rng.shuffle(shuffled)
     assert find_conflicts(shuffled) == find_conflicts(classes)
+
+
+def test_a_timestamp_that_is_not_one_is_an_error_not_the_newest():
+    import pytest
+
+    from cozyrender.kube.shape import ShapeError
+
+    for created in ("yesterday", "2026-13-01T00:00:00Z", "2026-01-01", 5):
+        with pytest.raises(ShapeError, match=r"GPUClass b: metadata\.creationTimestamp is not an RFC 3339"):
+            find_conflicts([gpuclass("a", "r/x", "2026-01-01T00:00:00Z"), gpuclass("b", "r/x", created)])
+    # Absent (a class not created yet) is the newest; fractional seconds and offsets read.
+    assert find_conflicts([gpuclass("a", "r/x", "2026-01-01T00:00:00.123456789Z"), gpuclass("b", "r/x", None)])["b"].holder == "a"
+    assert resource_holders([gpuclass("a", "r/x", "2026-01-01T01:00:00+02:00"),
+                             gpuclass("b", "r/x", "2026-01-01T00:00:00Z")]) == {"r/x": "a"}

@@ -81,3 +81,22 @@ tolerations = st.lists(st.fixed_dictionaries(
 def test_more_tolerations_never_make_a_node_ineligible(node_taints, some, more):
     if is_eligible(node(taints=node_taints), some):
         assert is_eligible(node(taints=node_taints), some + more)
+
+
+@pytest.mark.parametrize("path,value,message", [
+    (("status",), 5, r"Node n: status is not an object \(got 5\)"),
+    (("status", "conditions"), [5], r"Node n: status.conditions\[0\] is not an object"),
+    (("spec", "taints"), 5, "Node n: spec.taints is not a list"),
+    (("spec", "taints"), [{"key": 5}], r"Node n: spec.taints\[0\].key is not a string"),
+    (("spec", "unschedulable"), "false", "Node n: spec.unschedulable is not a boolean"),
+])
+def test_a_malformed_node_is_an_error_naming_it_and_the_field(path, value, message):
+    from cozyrender.kube.shape import ShapeError
+
+    bad = node()
+    cursor = bad
+    for key in path[:-1]:
+        cursor = cursor[key]
+    cursor[path[-1]] = value
+    with pytest.raises(ShapeError, match=message):
+        is_eligible(bad, [])

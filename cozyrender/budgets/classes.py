@@ -94,12 +94,15 @@ def check_gpuclass_write(state: BudgetState, obj: Mapping) -> Decision:
     update with the state's class of the same name bound as `oldSelf`.
     A class that would be in conflict over its resource name is a warning:
     the write is valid, but workloads cannot use the class."""
-    from cozyrender.gpuclass.classes import class_name
     from cozyrender.gpuclass.conflicts import find_conflicts
     from cozyrender.gpuclass.kubecel import RuleCompileError
     from cozyrender.gpuclass.validation import CRDError, validate_gpuclass
+    from cozyrender.kube.shape import ShapeError, mapping, string
 
-    name = class_name(obj)
+    # An unnamed class is the validator's to report; metadata that is not an
+    # object is refused before validation, as the API server's decoder does.
+    metadata = mapping(obj, "metadata", obj)
+    name = string(metadata, "name", obj, "metadata") or ""
     old = state.gpuclasses.get(name)
     try:
         result = validate_gpuclass(obj, old)
@@ -107,13 +110,19 @@ def check_gpuclass_write(state: BudgetState, obj: Mapping) -> Decision:
         raise BudgetInputError(f"the GPUClass CRD cannot be used: {err}") from None
     reasons = tuple(Reason(v.path or "<root>", f"Invalid: {v.message}") for v in result.violations)
     warnings: list[str] = [f"pruned unknown field {path}" for path in result.pruned]
+    if reasons:
+        # Refused already; an invalid class cannot be ranked for its resource name.
+        return Decision(reasons, tuple(warnings))
     written = dict(obj)
     if old is not None:
         # An update keeps the stored creation time, and so its seniority.
-        created = (old.get("metadata") or {}).get("creationTimestamp")
-        written["metadata"] = dict(obj.get("metadata") or {}, creationTimestamp=created)
+        created = old["metadata"].get("creationTimestamp")
+        written["metadata"] = dict(metadata, creationTimestamp=created)
     others = [c for n, c in state.gpuclasses.items() if n != name]
-    conflict = find_conflicts(others + [written]).get(name)
+    try:
+        conflict = find_conflicts(others + [written]).get(name)
+    except ShapeError as err:  # the state's classes were read when indexed: this is the write
+        raise err.about(obj) from None
     if conflict is not None:
         warnings.append(f"{conflict}; workloads naming it will be refused")
     return Decision(reasons, tuple(warnings))

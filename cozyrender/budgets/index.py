@@ -25,19 +25,17 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from cozyrender.keys import ALL_CLASSES_KEY, BudgetKey
-from cozyrender.kube.quantity import InvalidQuantity
+from cozyrender.kube.shape import ShapeError, got, mapping
 
 from .model import (
     KUBERNETES_NODES,
     TENANT,
     VM_INSTANCE,
-    BudgetInputError,
     Declaration,
     Workload,
     api_group,
     is_apps_object,
     metadata_name_namespace,
-    object_ref,
     parse_declaration,
     parse_workload,
 )
@@ -193,12 +191,14 @@ def _platform_vgpu_from_values(secret: Mapping) -> bool | None:
     from cozyrender.entitlement import flag_value
     from cozyrender.values_secret import ValuesSecretError, read_values, values_text
 
+    for key in ("stringData", "data"):  # the reader expects maps there
+        mapping(secret, key, secret)
     try:
         if values_text(secret) is None:
             return None
         values = read_values(secret)
     except ValuesSecretError as err:
-        raise BudgetInputError(f"Secret tenant-root/cozystack-values: {err}") from None
+        raise ShapeError(f"Secret tenant-root/cozystack-values: {err}", secret) from None
     cluster = values.get("_cluster")
     if not isinstance(cluster, Mapping) or "gpu-vgpu" not in cluster:
         return False  # written only when on
@@ -242,16 +242,24 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
     values_vgpu: bool | None = None
     for obj in objects:
         kind = obj.get("kind")
-        if kind not in _INDEXED_KINDS:
+        if type(kind) is not str or kind not in _INDEXED_KINDS:  # (a list or map is no kind at all)
             continue
         meta = obj.get("metadata")
-        if not isinstance(meta, dict):
-            raise BudgetInputError(f"{object_ref(obj)}: metadata is missing")
-        identity = (obj.get("apiVersion"), kind, meta.get("namespace"), meta.get("name"))
+        if type(meta) is not dict:
+            raise ShapeError.at(obj, "metadata", "is missing" if meta is None else f"is not an object (got {got(meta)})")
+        api_version, namespace, name = obj.get("apiVersion"), meta.get("namespace"), meta.get("name")
+        # Checked before they key a dict: every object here is read by name.
+        if type(name) is not str or not name:
+            raise ShapeError.at(obj, "metadata.name", "is missing" if name is None else f"is not a string (got {got(name)})")
+        if namespace is not None and type(namespace) is not str:
+            raise ShapeError.at(obj, "metadata.namespace", f"is not a string (got {got(namespace)})")
+        if api_version is not None and type(api_version) is not str:
+            raise ShapeError.at(obj, "apiVersion", f"is not a string (got {got(api_version)})")
+        identity = (api_version, kind, namespace, name)
         previous = seen.get(identity)
         if previous is not None:
             if previous != obj:
-                raise BudgetInputError(f"{object_ref(obj)}: two different objects with this kind, namespace and name")
+                raise ShapeError.at(obj, "", "two different objects with this kind, namespace and name")
             continue
         seen[identity] = obj
         group = api_group(obj)
@@ -259,9 +267,8 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             declaration = parse_declaration(obj)
             other = state.declarations.get(declaration.namespace)
             if other is not None:
-                raise BudgetInputError(
-                    f"{object_ref(obj)}: namespace {declaration.namespace} is also owned by "
-                    f"Tenant {other.created_in}/{other.tenant}"
+                raise ShapeError.at(
+                    obj, "", f"namespace {declaration.namespace} is also owned by Tenant {other.created_in}/{other.tenant}"
                 )
             state.declarations[declaration.namespace] = declaration
             state.tenants[(declaration.created_in, declaration.tenant)] = declaration.namespace
@@ -274,24 +281,22 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
                 for gpu_class, count in workload.reservations.items():
                     per_class[gpu_class] = per_class.get(gpu_class, 0) + count
         elif kind == "Pod" and group == "":
-            namespace = meta.get("namespace")
-            if not isinstance(namespace, str) or not namespace:
+            if not namespace:
                 metadata_name_namespace(obj)  # raises, naming the object
             pods.setdefault(namespace, []).append(obj)
         elif kind == "ResourceQuota" and group == "":
             namespace, _ = metadata_name_namespace(obj)
             quotas.setdefault(namespace, []).append(obj)
         elif kind == "GPUClass" and group == "cozystack.io":
-            name = (obj.get("metadata") or {}).get("name")
-            if isinstance(name, str):
-                state.gpuclasses[name] = obj  # type: ignore[assignment]
-        elif kind == "Namespace" and group == "" and meta.get("name") == ROOT_NAMESPACE:
+            _check_gpuclass(obj)
+            state.gpuclasses[name] = obj  # type: ignore[assignment]
+        elif kind == "Namespace" and group == "" and name == ROOT_NAMESPACE:
             from cozyrender.entitlement import VGPU_LABEL, flag_value
 
-            labels = (obj.get("metadata") or {}).get("labels") or {}
+            labels = mapping(meta, "labels", obj, "metadata")
             if VGPU_LABEL in labels:
                 namespace_label = bool(flag_value(labels[VGPU_LABEL]))
-        elif kind == "Secret" and group == "" and (meta.get("namespace"), meta.get("name")) == (ROOT_NAMESPACE, "cozystack-values"):
+        elif kind == "Secret" and group == "" and (namespace, name) == (ROOT_NAMESPACE, "cozystack-values"):
             values_vgpu = _platform_vgpu_from_values(obj)
     # The label is what the platform rendered; the values are its input.
     state.platform_vgpu = namespace_label if namespace_label is not None else values_vgpu
@@ -348,16 +353,22 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         quota_used = quota_usage(quotas[namespace]) if namespace in quotas else None
         pods_used: Usage = {}
         if namespace in pods and (quota_used is None or not keys <= quota_used.keys()):
-            try:
-                pods_used = pod_usage(pods[namespace], keys)
-            except (InvalidQuantity, AttributeError, TypeError) as err:
-                raise BudgetInputError(f"pods in namespace {namespace}: unreadable resources: {err}") from None
+            pods_used = pod_usage(pods[namespace], keys)  # a malformed pod: ShapeError naming it
         used = {key: namespace_usage(key, quota_used, pods_used) for key in keys}
         state.usage[namespace] = used
         pool = state.pool_usage.setdefault(root, {})
         for key, value in used.items():
             pool[key] = pool.get(key, Fraction(0)) + value
     return state
+
+
+def _check_gpuclass(obj: Mapping) -> None:
+    """Read every field a write check reads from a state's class now, so a
+    malformed class is reported as bad input whatever the write names."""
+    from cozyrender.gpuclass.classes import mode, resource_name, tolerations
+    from cozyrender.gpuclass.conflicts import creation_time
+
+    resource_name(obj), mode(obj), tolerations(obj), creation_time(obj)
 
 
 _INDEXED_KINDS = frozenset({

@@ -30,6 +30,7 @@ from cozyrender.keys import (
     parse_budget_value,
 )
 from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
+from cozyrender.kube.shape import ShapeError, as_mapping, mapping, ref, string
 
 from .tree import owned_namespace
 
@@ -40,10 +41,13 @@ KUBERNETES_NODES = "KubernetesNodes"
 WORKLOAD_KINDS = (VM_INSTANCE, KUBERNETES_NODES)
 
 
-class BudgetInputError(ValueError):
-    """An object the rules cannot read (a negative count, a gpus entry with
-    neither class nor name, a missing namespace...); str() names the object
-    and the field. A command reports it as bad input, not as a refusal."""
+# An object the rules cannot read (a negative count, a gpus entry with
+# neither class nor name, a missing namespace, a field of the wrong type...);
+# str() names the object and the field. A command reports it as bad input,
+# not as a refusal. The budgets' name for the one error type every reader
+# raises (`cozyrender.kube.shape.ShapeError`), so catching it catches a
+# malformed pod or quota found while indexing too.
+BudgetInputError = ShapeError
 
 
 def api_group(obj: Mapping) -> str:
@@ -60,21 +64,20 @@ def is_apps_object(obj: Mapping, kind: str) -> bool:
     return obj.get("kind") == kind and api_group(obj) == APPS_GROUP
 
 
-def object_ref(obj: Mapping) -> str:
-    meta = obj.get("metadata") or {}
-    return f"{obj.get('kind')} {meta.get('namespace') or '-'}/{meta.get('name') or '?'}"
+object_ref = ref  # `Kind namespace/name`, whatever the object holds
 
 
 def metadata_name_namespace(obj: Mapping) -> tuple[str, str]:
     """(namespace, name) of a namespaced object; BudgetInputError when missing."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
-        raise BudgetInputError(f"{object_ref(obj)}: metadata is missing")
-    name, namespace = meta.get("name"), meta.get("namespace")
-    if not isinstance(name, str) or not name:
-        raise BudgetInputError(f"{object_ref(obj)}: metadata.name is missing")
-    if not isinstance(namespace, str) or not namespace:
-        raise BudgetInputError(f"{object_ref(obj)}: metadata.namespace is missing")
+        raise ShapeError.at(obj, "metadata", "is missing" if meta is None else "is not an object")
+    name = string(meta, "name", obj, "metadata")
+    namespace = string(meta, "namespace", obj, "metadata")
+    if not name:
+        raise ShapeError.at(obj, "metadata.name", "is missing")
+    if not namespace:
+        raise ShapeError.at(obj, "metadata.namespace", "is missing")
     return namespace, name
 
 
@@ -120,12 +123,8 @@ def parse_declaration(tenant: Mapping) -> Declaration:
     from cozyrender.entitlement import flag_value
 
     created_in, name = metadata_name_namespace(tenant)
-    spec = tenant.get("spec") or {}
-    if not isinstance(spec, Mapping):
-        raise BudgetInputError(f"{object_ref(tenant)}: spec is not an object")
-    quotas = spec.get("resourceQuotas") or {}
-    if not isinstance(quotas, Mapping):
-        raise BudgetInputError(f"{object_ref(tenant)}: spec.resourceQuotas is not a map")
+    spec = mapping(tenant, "spec", tenant)
+    quotas = mapping(spec, "resourceQuotas", tenant, "spec")
     budgets: dict[BudgetKey, int] = {}
     ordinary: dict[str, Fraction] = {}
     problems: list[tuple[str, str]] = []
@@ -151,8 +150,8 @@ def parse_declaration(tenant: Mapping) -> Declaration:
                 problems.append((key, f"{key!r}: {value!r} is negative"))
                 continue
             ordinary[key] = quantity
-    gpu = spec.get("gpu") or {}
-    requests_vgpu = bool(isinstance(gpu, Mapping) and flag_value(gpu.get("vgpu")))
+    gpu = mapping(spec, "gpu", tenant, "spec")
+    requests_vgpu = bool(flag_value(gpu.get("vgpu")))
     namespace = owned_namespace(name, created_in)  # `root` in tenant-root owns tenant-root
     return Declaration(
         tenant=name,
@@ -206,28 +205,27 @@ def parse_workload(obj: Mapping) -> Workload:
     without a whole `spec.maxReplicas`."""
     kind = obj.get("kind")
     if kind not in WORKLOAD_KINDS:
-        raise BudgetInputError(f"{object_ref(obj)}: not a VMInstance or KubernetesNodes")
+        raise ShapeError.at(obj, "", "not a VMInstance or KubernetesNodes")
     namespace, name = metadata_name_namespace(obj)
-    spec = obj.get("spec") or {}
-    if not isinstance(spec, dict):
-        raise BudgetInputError(f"{object_ref(obj)}: spec is not an object")
-    gpus = spec.get("gpus") or []
+    spec = mapping(obj, "spec", obj)
+    gpus = spec.get("gpus")
+    if not isinstance(gpus, list):
+        if gpus is not None:
+            raise ShapeError.at(obj, "spec.gpus", "is not a list")
+        gpus = ()
     if not gpus:  # most workloads: nothing to reserve
         return Workload(kind, namespace, name, (), 1, {})
-    if not isinstance(gpus, list):
-        raise BudgetInputError(f"{object_ref(obj)}: spec.gpus is not a list")
     entries: list[ClassEntry] = []
     for index, entry in enumerate(gpus):
-        if not isinstance(entry, dict):
-            raise BudgetInputError(f"{object_ref(obj)}: spec.gpus[{index}] is not an object")
+        entry = as_mapping(entry, obj, f"spec.gpus[{index}]") if not isinstance(entry, dict) else entry
         gpu_class = entry.get("class")
         if gpu_class is None:
-            if not entry.get("name"):
-                raise BudgetInputError(f"{object_ref(obj)}: spec.gpus[{index}] names neither a class nor a device name")
+            if not string(entry, "name", obj, f"spec.gpus[{index}]"):
+                raise ShapeError.at(obj, f"spec.gpus[{index}]", "names neither a class nor a device name")
             continue  # a device-plugin entry: not budgeted
         if not isinstance(gpu_class, str) or not _is_class_name(gpu_class):
-            raise BudgetInputError(
-                f"{object_ref(obj)}: spec.gpus[{index}].class {gpu_class!r} is not a GPU class name (a DNS-1123 label)"
+            raise ShapeError.at(
+                obj, f"spec.gpus[{index}].class", f"{gpu_class!r} is not a GPU class name (a DNS-1123 label)"
             )
         count_given = "count" in entry
         count = entry.get("count", 1)
@@ -235,21 +233,19 @@ def parse_workload(obj: Mapping) -> Workload:
             try:
                 count = parse_budget_value(count)
             except InvalidBudgetValue:
-                raise BudgetInputError(
-                    f"{object_ref(obj)}: spec.gpus[{index}].count {entry['count']!r} is not a whole, non-negative number"
+                raise ShapeError.at(
+                    obj, f"spec.gpus[{index}].count", f"{entry['count']!r} is not a whole, non-negative number"
                 ) from None
         entries.append(ClassEntry(index, gpu_class, count, count_given))
     max_replicas = 1
     if kind == KUBERNETES_NODES and entries:
         raw = spec.get("maxReplicas")
         if raw is None:
-            raise BudgetInputError(f"{object_ref(obj)}: spec.maxReplicas is required to reserve GPUs for a worker pool")
+            raise ShapeError.at(obj, "spec.maxReplicas", "is required to reserve GPUs for a worker pool")
         try:
             max_replicas = parse_budget_value(raw)
         except InvalidBudgetValue:
-            raise BudgetInputError(
-                f"{object_ref(obj)}: spec.maxReplicas {raw!r} is not a whole, non-negative number"
-            ) from None
+            raise ShapeError.at(obj, "spec.maxReplicas", f"{raw!r} is not a whole, non-negative number") from None
     reservations: dict[str, int] = {}
     for entry in entries:
         reservations[entry.gpu_class] = reservations.get(entry.gpu_class, 0) + entry.count * max_replicas

@@ -20,7 +20,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from cozyrender.kube.pods import effective_pod_resources, is_terminated
-from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
+from cozyrender.kube.shape import ShapeError, mapping, quantity
 
 OBJECT_COUNTS = frozenset({
     "pods", "services", "services.loadbalancers", "services.nodeports", "secrets",
@@ -46,14 +46,13 @@ def usage_key(declared_key: str) -> str:
 
 def quota_usage(quotas: Iterable[Mapping]) -> Usage:
     """The largest `status.used` value per key across a namespace's ResourceQuotas.
-    A value that is not a quantity is skipped (the API server never writes one)."""
+    A value that is not a quantity is a ShapeError naming the quota and the key:
+    skipping it would drop the key and count the pods instead, a guess."""
     used: Usage = {}
     for quota in quotas:
-        for key, raw in ((quota.get("status") or {}).get("used") or {}).items():
-            try:
-                value = parse_quantity(raw)
-            except InvalidQuantity:
-                continue
+        status_used = mapping(mapping(quota, "status", quota), "used", quota, "status")
+        for key, raw in status_used.items():
+            value = quantity(raw, quota, f"status.used.{key}")
             if value > used.get(key, Fraction(0)):
                 used[key] = value
             else:
@@ -68,26 +67,39 @@ def pod_usage(pods: Iterable[Mapping], keys: Collection[str] | None = None) -> U
 
     Pods of one workload share their resources, so pods are grouped by the
     fields the effective-resource rule reads and each distinct shape is
-    computed once (by `cozyrender.kube.pods`, the single implementation)."""
+    computed once (by `cozyrender.kube.pods`, the single implementation).
+    A malformed pod is a ShapeError naming it and the field."""
     shapes: dict[tuple, int] = {}
+    first: dict[tuple, Mapping] = {}  # a pod of each shape, to name in an error
     used: Usage = {}
     running = 0
     for pod in pods:
         if is_terminated(pod):
             continue
         running += 1
+        shape = _shape(pod)
         try:
-            shape = _shape(pod)
-            shapes[shape] = shapes.get(shape, 0) + 1
-        except (AttributeError, TypeError):  # not maps, or not hashable: this pod alone
+            count = shapes.get(shape) if shape is not None else None
+        except TypeError:  # a value that is not hashable, such as a list for a quantity
+            shape = None
+        if shape is None:  # not shaped as the fast path reads it: this pod alone, checked field by field
             for key, value in _figures_of(pod).items():
                 if keys is None or key in keys:
                     used[key] = used.get(key, Fraction(0)) + value
+            continue
+        if count is None:
+            first[shape] = pod
+            shapes[shape] = 1
+        else:
+            shapes[shape] = count + 1
     # Sum in whole nano-units (ints are far cheaper than Fractions); a figure
     # finer than that stays a Fraction.
     nanos: dict[str, int] = {}
     for shape, count in shapes.items():
-        whole, fine = _shape_figures(shape)
+        try:
+            whole, fine = _shape_figures(shape)
+        except ShapeError as err:  # found on the shape's stand-in pod: name a real one
+            raise err.about(first[shape]) from None
         for key, value in whole.items():
             if keys is None or key in keys:
                 nanos[key] = nanos.get(key, 0) + value * count
@@ -104,28 +116,58 @@ def pod_usage(pods: Iterable[Mapping], keys: Collection[str] | None = None) -> U
 _NANO = 10**9
 
 
-def _resources(container: dict) -> tuple:
+class _Irregular(Exception):
+    """A pod the fast path does not read: a field of another type than the API writes."""
+
+
+def _resources(container: object) -> tuple:
+    if type(container) is not dict:
+        raise _Irregular
     resources = container.get("resources")
-    if not resources:
+    if resources is None:
         return _NO_RESOURCES
+    if type(resources) is not dict:
+        raise _Irregular
     limits, requests = resources.get("limits"), resources.get("requests")
+    if (limits is not None and type(limits) is not dict) or (requests is not None and type(requests) is not dict):
+        raise _Irregular
     return (tuple(limits.items()) if limits else (), tuple(requests.items()) if requests else ())
 
 
 _NO_RESOURCES: tuple = ((), ())
 
 
-def _shape(pod: Mapping) -> tuple:
-    """Everything the effective-resource rule reads from a pod, hashable.
-    AttributeError or TypeError for a pod whose resources are not maps."""
-    spec = pod.get("spec") or {}
-    init_containers = spec.get("initContainers")
-    overhead = spec.get("overhead")
-    return (
-        tuple([_resources(c) for c in spec.get("containers") or ()]),
-        tuple([(c.get("restartPolicy"), _resources(c)) for c in init_containers]) if init_containers else (),
-        tuple(overhead.items()) if overhead else (),
-    )
+def _shape(pod: Mapping) -> tuple | None:
+    """Everything the effective-resource rule reads from a pod; None for a pod
+    whose fields are not the types the API writes (the caller reads it field
+    by field, which names the wrong field)."""
+    spec = pod.get("spec")
+    if spec is None:
+        return _NO_SHAPE
+    if type(spec) is not dict:
+        return None
+    containers, init_containers, overhead = spec.get("containers"), spec.get("initContainers"), spec.get("overhead")
+    if (type(containers) is not list and containers is not None) or (
+            type(init_containers) is not list and init_containers is not None
+    ) or (type(overhead) is not dict and overhead is not None):
+        return None
+    try:
+        shape = (
+            tuple([_resources(c) for c in containers]) if containers else (),
+            tuple([_init_container(c) for c in init_containers]) if init_containers else (),
+            tuple(overhead.items()) if overhead else (),
+        )
+    except _Irregular:
+        return None
+    return shape
+
+
+def _init_container(container: object) -> tuple:
+    resources = _resources(container)  # first: it checks that the container is a map
+    return (container.get("restartPolicy"), resources)  # type: ignore[union-attr]
+
+
+_NO_SHAPE: tuple = ((), (), ())
 
 
 def _pod_of(shape: tuple) -> dict:

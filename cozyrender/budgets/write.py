@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cozyrender.kube.shape import ShapeError, got
+
 from .checks import Decision, Reason, check_tenant_declaration, check_workload_budget
 from .index import BudgetState
 from .model import (
     TENANT,
     WORKLOAD_KINDS,
-    BudgetInputError,
+    api_group,
     is_apps_object,
     metadata_name_namespace,
-    object_ref,
     parse_workload,
 )
 
@@ -34,6 +35,8 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
     any other kind.
     """
     kind = obj.get("kind")
+    if not isinstance(kind, str) and kind is not None:
+        raise ShapeError.at(obj, "kind", f"is not a string (got {got(kind)})")
     if is_apps_object(obj, TENANT):
         metadata_name_namespace(obj)
         decision = check_tenant_declaration(state, obj)
@@ -52,11 +55,11 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
         classes = check_workload_classes(state, workload, platform_vgpu)
         budget = check_workload_budget(state, workload)
         return Decision(classes.reasons + budget.reasons, classes.warnings + budget.warnings)
-    if kind == "GPUClass" and (obj.get("apiVersion") or "").startswith("cozystack.io/"):
+    if kind == "GPUClass" and api_group(obj) == "cozystack.io":
         from .classes import check_gpuclass_write
 
         return check_gpuclass_write(state, obj)
-    raise BudgetInputError(
-        f"{object_ref(obj)} ({obj.get('apiVersion')}): cannot check this kind; expected an "
+    raise ShapeError.at(
+        obj, "", f"cannot check this kind (apiVersion {got(obj.get('apiVersion'))}); expected an "
         "apps.cozystack.io/v1alpha1 Tenant, VMInstance or KubernetesNodes, or a cozystack.io GPUClass"
     )

@@ -23,11 +23,13 @@ def command(state_paths: tuple[str, ...], output: str) -> None:
     free and allocatable units on eligible nodes, eligible node count, and
     whether the class is in conflict (naming the class that holds its resource)."""
     from cozyrender.gpuclass.catalog import catalog_rows, render_json, render_table
-    from cozyrender.kube.quantity import InvalidQuantity
-    from cozyrender.state import StateError, load_objects
+    from cozyrender.kube.shape import ShapeError
+    from cozyrender.state import Objects, StateError, load_objects
 
+    objects = Objects()
     try:
-        rows = catalog_rows(load_objects(state_paths))
-    except (StateError, InvalidQuantity) as err:
-        raise BadInput(str(err)) from None
+        objects = load_objects(state_paths)
+        rows = catalog_rows(objects)
+    except (StateError, ShapeError) as err:
+        raise BadInput(objects.describe(err)) from None
     click.echo(render_json(rows) if output == "json" else render_table(rows), nl=False)

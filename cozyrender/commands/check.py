@@ -27,22 +27,35 @@ def _fail(message: str) -> None:
 @click.option("--state", "state_paths", multiple=True, metavar="PATH",
               help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests); repeatable.")
 @click.argument("more_state", nargs=-1, metavar="[PATH]...")
-@click.option("--write", "write_file", metavar="FILE",
+@click.option("--write", "write_files", metavar="FILE", multiple=True,
               help="The object being written; an update when the state holds one of the same kind, namespace and name.")
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the state says.")
-def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_file: str | None,
+def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_files: tuple[str, ...],
             output: str, platform_vgpu: str | None) -> None:
     """Check a write against the GPU budgets and GPU classes of a state, or
     audit the whole state when no --write is given."""
-    from cozyrender.budgets import BudgetInputError, audit, check_write, index_state
-    from cozyrender.state import StateError, load_objects, parse_documents
+    from cozyrender.budgets import audit, check_write, index_state
+    from cozyrender.kube.shape import ShapeError
+    from cozyrender.state import (
+        Objects,
+        StateError,
+        describe,
+        load_objects,
+        parse_documents,
+        read_text,
+    )
 
     paths = state_paths + more_state
     if not paths:
         _fail("give the state with --state PATH (files or folders of YAML/JSON)")
+    if len(write_files) > 1:
+        # Taking the last would check a write nobody meant; one check, one answer.
+        raise click.UsageError(f"--write is given {len(write_files)} times; check one write at a time")
+    write_file = write_files[0] if write_files else None
     override = None if platform_vgpu is None else platform_vgpu == "true"
+    objects = written = Objects()
     try:
         objects = load_objects(paths)
         # A short-lived process: keep the loaded objects out of the cyclic
@@ -54,17 +67,12 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
             findings = audit(state)
             _print_audit(findings, output)
             sys.exit(EXIT_REFUSED if any(f.severity == "error" for f in findings) else EXIT_OK)
-        try:
-            with open(write_file, encoding="utf-8") as handle:
-                text = handle.read()
-        except (OSError, UnicodeDecodeError) as err:
-            raise StateError(f"{write_file}: cannot read: {err}") from None
-        objects = parse_documents(text, write_file)
-        if len(objects) != 1:
-            raise StateError(f"{write_file}: holds {len(objects)} objects; --write takes exactly one")
-        decision = check_write(state, objects[0], platform_vgpu=override)
-    except (StateError, BudgetInputError) as err:
-        _fail(str(err))
+        written = parse_documents(read_text(write_file), write_file)
+        if len(written) != 1:
+            raise StateError(f"{write_file}: holds {len(written)} objects; --write takes exactly one")
+        decision = check_write(state, written[0], platform_vgpu=override)
+    except (StateError, ShapeError) as err:
+        _fail(describe(err, written, objects))
     if output == "json":
         click.echo(json.dumps(decision.as_dict(), indent=2))
     else:

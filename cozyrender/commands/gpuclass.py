@@ -18,23 +18,35 @@ def command() -> None:
     """GPUClass objects: offline validation against the shipped CRD."""
 
 
-def _classes(path: str) -> list[dict]:
+def _classes(path: str) -> list[tuple[str, dict]]:
+    """(name, object) of each GPUClass in the file ("" when unnamed: the
+    validator reports that)."""
     from cozyrender.gpuclass.classes import is_gpuclass
-    from cozyrender.state import StateError, parse_documents
+    from cozyrender.kube.shape import ShapeError, mapping, string
+    from cozyrender.state import StateError, parse_documents, read_text
 
+    source = "<stdin>" if path == "-" else path
     try:
-        source = "<stdin>" if path == "-" else path
-        with click.open_file(path, encoding="utf-8") as handle:  # "-" is stdin
-            text = handle.read()
+        if path == "-":
+            with click.open_file(path, encoding="utf-8") as handle:  # "-" is stdin
+                text = handle.read()
+        else:
+            text = read_text(path)
         objects = parse_documents(text, source)
-    except (OSError, UnicodeDecodeError, StateError) as err:
+        # An object that claims another kind is refused by the CRD's identity
+        # check; one that claims no kind at all is not a GPUClass attempt.
+        classes = [obj for obj in objects if is_gpuclass(obj) or obj.get("kind") == "GPUClass"]
+        # Metadata that is not an object cannot be decoded, let alone validated.
+        named = [(string(mapping(obj, "metadata", obj), "name", obj, "metadata") or "", obj) for obj in classes]
+    except UnicodeDecodeError as err:  # stdin only: files are read by read_text
+        raise BadInput(f"{source}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except StateError as err:
         raise BadInput(str(err)) from None
-    # An object that claims another kind is refused by the CRD's identity
-    # check; one that claims no kind at all is not a GPUClass attempt.
-    classes = [obj for obj in objects if is_gpuclass(obj) or obj.get("kind") == "GPUClass"]
-    if not classes:
+    except ShapeError as err:
+        raise BadInput(f"{source}: {err}") from None
+    if not named:
         raise BadInput(f"{source}: no GPUClass object (kind: GPUClass, apiVersion: cozystack.io/...)")
-    return classes
+    return named
 
 
 @command.command("validate")
@@ -58,13 +70,11 @@ def validate(file: str, old_file: str | None, crd_path: str | None) -> None:
     except (CRDError, RuleCompileError) as err:
         raise BadInput(str(err)) from None
     classes = _classes(file)
-    old_by_name = {}
-    if old_file:
-        old_by_name = {(obj.get("metadata") or {}).get("name"): obj for obj in _classes(old_file)}
+    old_by_name = dict(_classes(old_file)) if old_file else {}
     invalid = 0
-    for obj in classes:
-        name = (obj.get("metadata") or {}).get("name") or "<unnamed>"
-        old = old_by_name.get(name)
+    for name, obj in classes:
+        old = old_by_name.get(name) if name else None
+        name = name or "<unnamed>"
         result = validator.validate(obj, old)
         action = "update" if old is not None else "create"
         for path in result.pruned:

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from cozyrender.gpuclass.classes import class_name, gpuclasses, spec
+from cozyrender.gpuclass.classes import class_name, gpuclasses, memory, text
 from cozyrender.gpuclass.conflicts import find_conflicts
 from cozyrender.gpuclass.freeunits import capacities
 from cozyrender.kube.quantity import format_quantity
@@ -52,17 +52,16 @@ def catalog_rows(objects: Iterable[Mapping]) -> list[CatalogRow]:
     rows = []
     for gpuclass in classes:
         name = class_name(gpuclass)
-        fields = spec(gpuclass)
         capacity = figures[name]
         conflict = conflicts.get(name)
         rows.append(CatalogRow(
             name=name,
-            vendor=str(fields.get("vendor") or ""),
-            model=str(fields.get("model") or ""),
-            mode=str(fields.get("mode") or ""),
-            profile=fields.get("profile"),
-            memory=str(fields.get("memory") or ""),
-            resource_name=str(fields.get("resourceName") or ""),
+            vendor=text(gpuclass, "vendor"),
+            model=text(gpuclass, "model"),
+            mode=text(gpuclass, "mode"),
+            profile=text(gpuclass, "profile") or None,
+            memory=memory(gpuclass),
+            resource_name=text(gpuclass, "resourceName"),
             free_units=_units(capacity.free),
             allocatable_units=_units(capacity.allocatable),
             eligible_nodes=capacity.eligible_nodes,

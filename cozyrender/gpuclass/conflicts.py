@@ -5,7 +5,8 @@ When two or more GPU classes name the same device-plugin resource, the oldest
 newer one is in conflict, so a mistyped new class cannot take an offer
 tenants already run on out of service. A class without a creationTimestamp
 (a manifest not created yet, such as a write being checked) is newer than
-every created class.
+every created class; one whose timestamp cannot be read is a ShapeError
+(ranking it anywhere would be a guess about who holds the resource).
 
 API (used by the catalog and by `cozyrender check`'s vGPU gate):
 
@@ -17,11 +18,16 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from cozyrender.gpuclass.classes import class_name, resource_name
+from cozyrender.kube.shape import ShapeError, got, mapping
+
+# RFC 3339, as the API server writes metadata.creationTimestamp.
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})?\Z")
 
 # Sorts after every real timestamp: an uncreated class is the newest.
 _NOT_CREATED = datetime.max.replace(tzinfo=timezone.utc)
@@ -43,17 +49,22 @@ class Conflict:
 
 
 def creation_time(gpuclass: Mapping) -> datetime:
-    """`metadata.creationTimestamp` as an aware datetime; absent or unreadable
-    means not created yet (the newest)."""
-    raw = (gpuclass.get("metadata") or {}).get("creationTimestamp")
+    """`metadata.creationTimestamp` as an aware datetime; absent means not
+    created yet (the newest); anything else but a timestamp is a ShapeError."""
+    raw = mapping(gpuclass, "metadata", gpuclass).get("creationTimestamp")
     if isinstance(raw, datetime):  # YAML loaders turn timestamps into datetimes
         return raw if raw.tzinfo else raw.replace(tzinfo=timezone.utc)
-    if not isinstance(raw, str) or not raw:
+    if raw is None or raw == "":
         return _NOT_CREATED
-    try:
-        parsed = datetime.fromisoformat(raw.replace("Z", "+00:00"))
-    except ValueError:
-        return _NOT_CREATED
+    parsed = None
+    if isinstance(raw, str) and _RFC3339.match(raw):
+        try:
+            parsed = datetime.fromisoformat(raw.upper().replace("Z", "+00:00"))
+        except ValueError:  # matches the pattern but is no date, e.g. month 13
+            parsed = None
+    if parsed is None:
+        raise ShapeError.at(gpuclass, "metadata.creationTimestamp",
+                            f"is not an RFC 3339 timestamp (got {got(raw)})")
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
 
 

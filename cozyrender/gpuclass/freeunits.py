@@ -12,7 +12,8 @@ counts for a class only while it is eligible for the class's tolerations
 
 `requests_by_node` reads every pod once for all the resource names at hand,
 so a catalog of many classes costs one pass over the pods, not one per class.
-Pure functions, no I/O.
+A malformed node or pod is a ShapeError naming it and the field
+(`cozyrender.kube.shape`), never skipped. Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from cozyrender.gpuclass.classes import resource_name, tolerations
+from cozyrender.gpuclass.classes import class_name, resource_name, tolerations
 from cozyrender.kube.nodes import is_eligible, node_name
 from cozyrender.kube.pods import effective_pod_resources, is_terminated
-from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
+from cozyrender.kube.shape import ShapeError, mapping, quantity, string
 
 ZERO = Fraction(0)
 
@@ -32,33 +33,53 @@ ZERO = Fraction(0)
 NodeRequests = dict[str, dict[str, Fraction]]
 
 
+def advertised(node: Mapping) -> Mapping:
+    """The node's `status.allocatable` map."""
+    return mapping(mapping(node, "status", node), "allocatable", node, "status")
+
+
 def allocatable(node: Mapping, resource: str) -> Fraction | None:
     """The node's allocatable units of `resource`; None when it does not
-    advertise it (or advertises something that is not a quantity)."""
-    raw = ((node.get("status") or {}).get("allocatable") or {}).get(resource)
+    advertise it; a ShapeError when it advertises something not a quantity."""
+    raw = advertised(node).get(resource)
     if raw is None:
         return None
-    try:
-        return parse_quantity(raw)
-    except InvalidQuantity:
-        return None
+    return quantity(raw, node, f"status.allocatable.{resource}")
 
 
-def _mentions_any(pod: Mapping, resources: frozenset[str]) -> bool:
+def _mentions_any(spec: Mapping, resources: frozenset[str]) -> bool | None:
     """Cheap test before the full effective-request computation: does any
-    container, init container or the overhead name one of `resources`?"""
-    spec = pod.get("spec") or {}
-    if not resources.isdisjoint(spec.get("overhead") or ()):
-        return True
+    container, init container or the overhead name one of `resources`?
+    None when the pod is not shaped as a pod (the full reading names the
+    field)."""
+    overhead = spec.get("overhead")
+    if overhead is not None and not isinstance(overhead, dict):
+        return None
+    # Scan to the end even after a hit: the projection reads every container.
+    found = bool(overhead) and not resources.isdisjoint(overhead)
     for group in ("containers", "initContainers"):
-        for container in spec.get(group) or ():
+        containers = spec.get(group)
+        if containers is None:
+            continue
+        if not isinstance(containers, list):
+            return None
+        for container in containers:
+            if not isinstance(container, dict):
+                return None
             figures = container.get("resources")
-            if figures and (
-                not resources.isdisjoint(figures.get("requests") or ())
-                or not resources.isdisjoint(figures.get("limits") or ())
-            ):
-                return True
-    return False
+            if figures is None:
+                continue
+            if not isinstance(figures, dict):
+                return None
+            for side in ("requests", "limits"):
+                listed = figures.get(side)
+                if listed is None:
+                    continue
+                if not isinstance(listed, dict):
+                    return None
+                if not found and not resources.isdisjoint(listed):
+                    found = True
+    return found
 
 
 def _only(figures: Mapping | None, wanted: frozenset[str]) -> dict:
@@ -92,10 +113,20 @@ def requests_by_node(pods: Iterable[Mapping], resources: Iterable[str]) -> NodeR
     wanted = frozenset(resources)
     totals: NodeRequests = {}
     for pod in pods:
-        node = (pod.get("spec") or {}).get("nodeName")
-        if not node or is_terminated(pod) or not _mentions_any(pod, wanted):
+        spec = mapping(pod, "spec", pod)
+        node = string(spec, "nodeName", pod, "spec")
+        if not node or is_terminated(pod):
             continue
-        effective = effective_pod_resources(_projected(pod, wanted))
+        mentions = _mentions_any(spec, wanted)
+        if mentions is None:  # malformed: the full reading raises, naming the field
+            effective = effective_pod_resources(pod)
+        elif mentions:
+            try:
+                effective = effective_pod_resources(_projected(pod, wanted))
+            except ShapeError as err:  # found on the projection: name the pod itself
+                raise err.about(pod) from None
+        else:
+            continue
         per_node = totals.setdefault(node, {})
         for resource in wanted.intersection(effective):
             per_node[resource] = per_node.get(resource, ZERO) + effective[resource]
@@ -117,7 +148,7 @@ def node_free_units(gpuclass: Mapping, node: Mapping, pods: Iterable[Mapping]) -
     if not is_eligible(node, tolerations(gpuclass)) or allocatable(node, resource) is None:
         return ZERO
     name = node_name(node)
-    bound = [pod for pod in pods if (pod.get("spec") or {}).get("nodeName") == name]
+    bound = [pod for pod in pods if string(mapping(pod, "spec", pod), "nodeName", pod, "spec") == name]
     requested = requests_by_node(bound, [resource]).get(name, {}).get(resource, ZERO)
     return free_units_on_node(node, resource, requested)
 
@@ -135,7 +166,7 @@ def nodes_by_resource(nodes: Iterable[Mapping], resources: Iterable[str]) -> dic
     """For each resource name, the nodes that advertise it."""
     index: dict[str, list[Mapping]] = {resource: [] for resource in resources}
     for node in nodes:
-        listed = (node.get("status") or {}).get("allocatable") or {}
+        listed = advertised(node)
         for resource in index.keys() & listed.keys():
             index[resource].append(node)
     return index
@@ -169,7 +200,4 @@ def capacities(
     resources = {resource_name(c) for c in classes if resource_name(c)}
     index = nodes_by_resource(nodes, resources)
     requests = requests_by_node(pods, resources)
-    return {
-        (c.get("metadata") or {}).get("name") or "": class_capacity(c, index.get(resource_name(c), ()), requests)
-        for c in classes
-    }
+    return {class_name(c): class_capacity(c, index.get(resource_name(c), ()), requests) for c in classes}

@@ -28,6 +28,7 @@ import yaml
 
 from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError
 from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, join_path, prune
+from cozyrender.kube.shape import mapping
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml"
 
@@ -150,7 +151,12 @@ class CRDValidator:
         return found
 
     def validate(self, obj: Mapping, old: Mapping | None = None) -> ValidationResult:
-        """Validate a create (`old` None) or an update of `old` to `obj`."""
+        """Validate a create (`old` None) or an update of `old` to `obj`.
+        Metadata that is not an object is a ShapeError: the API server's
+        decoder refuses such an object before any validation."""
+        for given in (obj, old):
+            if given is not None:
+                mapping(given, "metadata", given)
         new_object, pruned_paths = prune(obj, self.schema)
         apply_defaults(new_object, self.schema)
         old_object = None

@@ -12,12 +12,18 @@ an empty effect matches every effect; an empty key with `Exists` matches
 every key; `Exists` ignores the value; `Equal` (or no operator) compares it.
 `tolerationSeconds` only delays an eviction, so it plays no part here.
 
+Node fields are read through `cozyrender.kube.shape` (a malformed node is a
+ShapeError naming it and the field); tolerations are checked where they are
+read (`cozyrender.gpuclass.classes.tolerations`).
+
 Pure functions over node, taint and toleration dicts, no I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+
+from cozyrender.kube.shape import ShapeError, got, mapping, mappings, name_of, string
 
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 LIFECYCLE_TAINTS = frozenset({
@@ -51,14 +57,29 @@ def tolerated(taint: Mapping, tolerations: Iterable[Mapping]) -> bool:
 
 def is_ready(node: Mapping) -> bool:
     """The Ready condition is True."""
-    for condition in (node.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "Ready":
-            return condition.get("status") == "True"
+    conditions = mappings(mapping(node, "status", node), "conditions", node, "status")
+    for index, condition in enumerate(conditions):
+        at = f"status.conditions[{index}]"
+        if string(condition, "type", node, at) == "Ready":
+            return string(condition, "status", node, at) == "True"
     return False
 
 
 def is_cordoned(node: Mapping) -> bool:
-    return bool((node.get("spec") or {}).get("unschedulable"))
+    value = mapping(node, "spec", node).get("unschedulable")
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    # "false" as a string would read as cordoned: refuse rather than guess.
+    raise ShapeError.at(node, "spec.unschedulable", f"is not a boolean (got {got(value)})")
+
+
+def taints(node: Mapping) -> list[Mapping]:
+    """`spec.taints`, each a map with string key, value and effect."""
+    found = mappings(mapping(node, "spec", node), "taints", node, "spec")
+    for index, taint in enumerate(found):
+        for key in ("key", "value", "effect"):
+            string(taint, key, node, f"spec.taints[{index}]")
+    return list(found)
 
 
 def untolerated_taints(node: Mapping, tolerations: Iterable[Mapping]) -> list[Mapping]:
@@ -67,7 +88,7 @@ def untolerated_taints(node: Mapping, tolerations: Iterable[Mapping]) -> list[Ma
     tolerations = list(tolerations)
     return [
         taint
-        for taint in (node.get("spec") or {}).get("taints") or ()
+        for taint in taints(node)
         if taint.get("effect") in BLOCKING_EFFECTS
         and taint.get("key") not in LIFECYCLE_TAINTS
         and not tolerated(taint, tolerations)
@@ -80,4 +101,5 @@ def is_eligible(node: Mapping, tolerations: Iterable[Mapping]) -> bool:
 
 
 def node_name(node: Mapping) -> str:
-    return (node.get("metadata") or {}).get("name") or ""
+    """`metadata.name`, required (pods are bound to nodes by name)."""
+    return name_of(node)

@@ -4,7 +4,9 @@
 
 where a sidecar is an init container with `restartPolicy: Always`: it adds to
 the app containers' sum and stays running under every later init container.
-Pure functions over pod dicts as the API returns them, no I/O.
+Fields are read through `cozyrender.kube.shape`: a malformed pod is a
+ShapeError naming the pod and the field. Pure functions over pod dicts as
+the API returns them, no I/O.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
-from cozyrender.kube.quantity import parse_quantity
+from cozyrender.kube.shape import as_mapping, mapping, mappings, quantity, string
 
 TERMINATED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -21,18 +23,27 @@ Resources = dict[str, Fraction]
 
 def is_terminated(pod: Mapping) -> bool:
     """Pods that finished hold no resources; pending pods do."""
-    return (pod.get("status") or {}).get("phase") in TERMINATED_PHASES
+    status = pod.get("status")
+    if status is None:
+        return False
+    return string(as_mapping(status, pod, "status"), "phase", pod, "status") in TERMINATED_PHASES
 
 
-def container_resources(container: Mapping, side: str = "requests") -> Resources:
+def container_resources(container: Mapping, side: str = "requests", pod: Mapping | None = None,
+                        at: str = "container") -> Resources:
     """A container's requests (or limits). A resource with a limit but no
-    request is requested at its limit, as the API server defaults it."""
-    spec = container.get("resources") or {}
-    figures = dict(spec.get(side) or {})
+    request is requested at its limit, as the API server defaults it.
+    Errors name `pod` (the container itself when not given) and `at`."""
+    owner = container if pod is None else pod
+    spec = mapping(container, "resources", owner, at)
+    at = f"{at}.resources"
+    figures = {name: quantity(value, owner, f"{at}.{side}.{name}")
+               for name, value in mapping(spec, side, owner, at).items()}
     if side == "requests":
-        for name, limit in (spec.get("limits") or {}).items():
-            figures.setdefault(name, limit)
-    return {name: parse_quantity(value) for name, value in figures.items()}
+        for name, limit in mapping(spec, "limits", owner, at).items():
+            if name not in figures:
+                figures[name] = quantity(limit, owner, f"{at}.limits.{name}")
+    return figures
 
 
 def _add(total: Resources, more: Mapping[str, Fraction]) -> None:
@@ -48,15 +59,16 @@ def _max_into(total: Resources, other: Mapping[str, Fraction]) -> None:
 
 def effective_pod_resources(pod: Mapping, side: str = "requests") -> Resources:
     """The pod's effective requests (or limits) per resource name."""
-    spec = pod.get("spec") or {}
+    spec = mapping(pod, "spec", pod)
     app: Resources = {}
-    for container in spec.get("containers") or ():
-        _add(app, container_resources(container, side))
+    for index, container in enumerate(mappings(spec, "containers", pod, "spec")):
+        _add(app, container_resources(container, side, pod, f"spec.containers[{index}]"))
     sidecars: Resources = {}
     init_peak: Resources = {}
-    for container in spec.get("initContainers") or ():
-        own = container_resources(container, side)
-        if container.get("restartPolicy") == "Always":
+    for index, container in enumerate(mappings(spec, "initContainers", pod, "spec")):
+        at = f"spec.initContainers[{index}]"
+        own = container_resources(container, side, pod, at)
+        if string(container, "restartPolicy", pod, at) == "Always":
             _add(app, own)
             _add(sidecars, own)
             phase = dict(sidecars)
@@ -65,7 +77,8 @@ def effective_pod_resources(pod: Mapping, side: str = "requests") -> Resources:
             _add(phase, own)
         _max_into(init_peak, phase)
     _max_into(app, init_peak)
-    _add(app, {name: parse_quantity(v) for name, v in (spec.get("overhead") or {}).items()})
+    _add(app, {name: quantity(v, pod, f"spec.overhead.{name}")
+               for name, v in mapping(spec, "overhead", pod, "spec").items()})
     return app
 
 
