@@ -139,10 +139,15 @@ def bench_one_release() -> None:
         assert objects(kustomized) == objects(expected), "the peer must produce the same objects"
         ours = median_seconds(COZYRENDER, release)
         peer = median_seconds([KUBECTL, "kustomize", folder])
+    # Where the time goes: the interpreter alone, and with PyYAML imported.
+    interpreter = median_seconds([sys.executable, "-c", "pass"], release)
+    with_yaml = median_seconds([sys.executable, "-c", "import yaml"], release)
     print(f"one release ({documents} documents, {len(release) / 1024:.1f} KiB), whole process, median of {RUNS}:")
     print(f"  cozyrender post-render   {ours * 1000:7.1f} ms")
     print(f"  kubectl kustomize        {peer * 1000:7.1f} ms   (same patches as `cozyrender flux`, same objects out)")
     print(f"  ratio kustomize/cozyrender: {peer / ours:.1f}x   (target: >= 3x, cozyrender <= 40 ms)")
+    print(f"  floor: python -c pass {interpreter * 1000:.1f} ms, python -c 'import yaml' {with_yaml * 1000:.1f} ms;"
+          f" cozyrender's own imports and work {(ours - with_yaml) * 1000:.1f} ms")
 
 
 def bench_stream() -> None:
