@@ -2,6 +2,7 @@
 
     max(sum over app containers and sidecars, the largest init-phase figure) + overhead
 
+(on the limits side, overhead is added only to resources that have a limit)
 where a sidecar is an init container with `restartPolicy: Always`: it adds to
 the app containers' sum and stays running under every later init container.
 Fields are read through `cozyrender.kube.shape`: a malformed pod is a
@@ -77,8 +78,11 @@ def effective_pod_resources(pod: Mapping, side: str = "requests") -> Resources:
             _add(phase, own)
         _max_into(init_peak, phase)
     _max_into(app, init_peak)
-    _add(app, {name: quantity(v, pod, f"spec.overhead.{name}")
-               for name, v in mapping(spec, "overhead", pod, "spec").items()})
+    overhead = {name: quantity(v, pod, f"spec.overhead.{name}")
+                for name, v in mapping(spec, "overhead", pod, "spec").items()}
+    if side == "limits":  # as Kubernetes does: overhead raises only limits that are set
+        overhead = {name: value for name, value in overhead.items() if name in app}
+    _add(app, overhead)
     return app
 
 
