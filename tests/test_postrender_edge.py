@@ -157,3 +157,58 @@ def test_non_string_quota_keys_count_as_ordinary():
 def test_a_directive_belongs_to_the_document_it_precedes():
     stream = b"kind: ConfigMap\nmetadata: {name: a}\n...\n%YAML 1.1\n---\nkind: ConfigMap\nmetadata: {name: b}\n"
     assert post_render(stream).output == stream
+
+
+# -- second review round ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "stream",
+    [
+        "kind: Namespace\nmetadata:\n  name: t\n  annotations: &a\n    render.cozystack.io/vgpu-requested: \"true\"\n"
+        "    render.cozystack.io/vgpu-parent: \"false\"\nspec:\n  x: *a\n",
+        "kind: ResourceQuota\nmetadata: {name: q, namespace: t}\nspec:\n  hard:\n    gpuclass.cozystack.io/devices: &n \"4\"\n"
+        "    requests.nvidia.com/gpu: *n\n",
+        "kind: ResourceQuota\nmetadata: {name: q}\nspec:\n  hard: &h {cpu: 1, gpuclass.cozystack.io/devices: 1}\nstatus: {hard: *h}\n",
+    ],
+)
+def test_an_edit_of_a_document_with_aliases_is_refused(stream):
+    with pytest.raises(PostRenderError, match="aliases and merge keys are not supported"):
+        post_render(stream.encode())
+
+
+def test_an_edit_of_values_with_aliases_is_refused():
+    stream = namespace("").replace('parent: "true"', 'parent: "false"') + (
+        "---\nkind: Secret\nmetadata: {name: cozystack-values, namespace: t}\nstringData:\n"
+        "  values.yaml: |\n    _cluster: &c {gpu-vgpu: false}\n    copy: *c\n"
+    )
+    with pytest.raises(PostRenderError, match="document 2: .*aliases and merge keys"):
+        post_render(stream.encode())
+
+
+@pytest.mark.parametrize(
+    "labels",
+    ["  labels: {namespace.cozystack.io/vgpu}\n", "  labels: {? namespace.cozystack.io/vgpu}\n",
+     "  labels:\n    ? namespace.cozystack.io/vgpu\n    app: x\n"],
+)
+def test_a_label_key_without_a_value_gets_one(labels):
+    _, (ns,) = rendered(namespace(labels))
+    assert ns["metadata"]["labels"]["namespace.cozystack.io/vgpu"] == "true"
+
+
+def test_a_values_key_without_a_value_gets_one():
+    stream = namespace("") + (
+        "---\nkind: Secret\nmetadata: {name: cozystack-values, namespace: t}\nstringData:\n"
+        "  values.yaml: |\n    _namespace: {vgpu, host: a}\n"
+    )
+    _, docs = rendered(stream)
+    assert secret_values(docs)["_namespace"] == {"vgpu": True, "host": "a"}
+
+
+def test_comments_next_to_edited_keys_stay():
+    stream = ("kind: Namespace\nmetadata:\n  name: t\n" + INPUTS + "  # the labels\n  labels:\n    a: b\n"
+              "---\nkind: Secret\nmetadata: {name: cozystack-values, namespace: t}\nstringData:\n"
+              "  values.yaml: |  # platform values\n    _cluster:\n      gpu-vgpu: false\n    # keep me\n    foo: 1\n")
+    out, docs = rendered(stream)
+    assert "  # the labels\n" in out and "    # keep me\n" in out and "values.yaml: |  # platform values\n" in out
+    assert secret_values(docs) == {"_cluster": {}, "foo": 1, "_namespace": {"vgpu": True}}

@@ -24,23 +24,27 @@ except AttributeError:  # PyYAML without libyaml: same results, slower
 # Nodes a document may expand to through aliases before it counts as a bomb.
 MAX_EXPANDED_NODES = 200_000
 MERGE_TAG = "tag:yaml.org,2002:merge"
+# An edit at one place of a shared node would show through its aliases, and
+# deleting an anchor would leave its aliases undefined: such documents are
+# passed through when no rule changes them, refused when one must.
+SHARED_NODES = "aliases and merge keys are not supported in a document cozyrender edits"
 
 
 class Document:
     """A parsed chunk: its node tree and the edits made to its text."""
 
-    __slots__ = ("chunk", "source", "editor", "root", "dropped", "merged")
+    __slots__ = ("chunk", "source", "editor", "root", "dropped", "shared")
 
     def __init__(self, chunk: Chunk, source: str | None, editor: Editor, root: MappingNode) -> None:
         self.chunk, self.source, self.editor, self.root = chunk, source, editor, root
         self.dropped = False
-        self.merged = False  # uses merge keys (<<)
+        self.shared = False  # uses aliases or merge keys
 
     def uneditable(self) -> str | None:
         """Why this document's text cannot be edited safely, if it cannot.
         Only a document a rule changes is held to this."""
-        if self.merged:
-            return "merge keys (<<) are not supported in a document cozyrender edits"
+        if self.shared:
+            return SHARED_NODES
         text = self.editor.text
         if "\r" in text and text.count("\r") != text.count("\r\n"):
             return "lone CR line breaks are not supported in a document cozyrender edits"
@@ -107,11 +111,11 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
         raise PostRenderError(f"invalid YAML: {describe_yaml_error(err)}", chunk.number, source) from None
     if root is None:
         return None  # empty, or comments only
-    problem, merged = structure_problem(root)
+    problem, shared = structure_problem(root)
     if problem:
         raise PostRenderError(problem, chunk.number, source)
     document = Document(chunk, source, Editor(text), root)
-    document.merged = merged
+    document.shared = shared
     return document
 
 
@@ -141,7 +145,8 @@ def _construct(document: Document, node: Node) -> dict:
 
 
 def structure_problem(root: Node) -> tuple[str | None, bool]:
-    """(an alias bomb, whether merge keys are used), in walks over distinct nodes."""
+    """(an alias bomb, whether aliases or merge keys are used), in walks over
+    distinct nodes."""
     seen: set[int] = set()
     aliased = merged = False
     stack = [root]
@@ -155,8 +160,8 @@ def structure_problem(root: Node) -> tuple[str | None, bool]:
             merged = True
         stack.extend(_children(node))
     if aliased and _expanded_size(root) > MAX_EXPANDED_NODES:
-        return f"aliases expand to more than {MAX_EXPANDED_NODES} nodes (an alias bomb?)", merged
-    return None, merged
+        return f"aliases expand to more than {MAX_EXPANDED_NODES} nodes (an alias bomb?)", True
+    return None, aliased or merged
 
 
 def _expanded_size(root: Node) -> int:

@@ -14,7 +14,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from cozyrender import values_secret
 from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL, label_value
 from cozyrender.postrender import rules
-from cozyrender.postrender.document import KubeObject, Loader, structure_problem
+from cozyrender.postrender.document import SHARED_NODES, KubeObject, Loader, structure_problem
 from cozyrender.postrender.errors import EditError
 from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
 from cozyrender.postrender.yamledit import STR_TAG, Editor, child, find_entry, is_null
@@ -122,7 +122,7 @@ def _write_vgpu_label(obj: KubeObject, entitled: bool) -> None:
     if labels is None:
         editor.add_entry(metadata, "labels", {VGPU_LABEL: value})
     elif is_null(labels):
-        editor.replace_node(labels, {VGPU_LABEL: value})
+        editor.set_value(metadata, _entry_index(obj, metadata, "labels"), {VGPU_LABEL: value})
     else:
         current = find_entry(labels, VGPU_LABEL)
         if current is None or current[2].tag != STR_TAG or current[2].value != value:
@@ -167,15 +167,15 @@ def edit_values(text: str, entitled: bool) -> str:
     root = yaml.compose(text, Loader=Loader)
     if is_null(root):
         root = None
-    problem, merged = structure_problem(root) if root is not None else (None, False)
+    problem, shared = structure_problem(root) if root is not None else (None, False)
     if problem:
         raise rules.RuleError(problem)
     values = SafeConstructor().construct_document(root) if root is not None else None
     decision = rules.decide_values(values, entitled)
     if not decision.changed:
         return text
-    if merged:
-        raise rules.RuleError("merge keys (<<) are not supported where cozyrender edits")
+    if shared:
+        raise rules.RuleError(SHARED_NODES)
     if root is None:  # blank or comments only: only an entitlement can change it
         return (text.rstrip("\n") + "\n" if text.strip() else "") + "_namespace:\n  vgpu: true\n"
 
@@ -188,7 +188,7 @@ def edit_values(text: str, entitled: bool) -> str:
         if namespace is None:
             editor.add_entry(root, "_namespace", {rules.NAMESPACE_VGPU: True})
         elif is_null(namespace):
-            editor.replace_node(namespace, {rules.NAMESPACE_VGPU: True})
+            editor.set_value(root, find_entry(root, "_namespace")[0], {rules.NAMESPACE_VGPU: True})
         else:
             editor.set_entry(namespace, rules.NAMESPACE_VGPU, True)
     if decision.remove_cluster_vgpu:

@@ -86,16 +86,6 @@ class Editor:
         newline = self.text.find("\n", pos)
         return len(self.text) if newline < 0 else newline + 1
 
-    def _region_end(self, node: Node) -> int:
-        """Where the lines of a block node end: libyaml ends block collections
-        and block scalars at the next token, so a mark preceded only by
-        indentation is snapped back to its line start."""
-        end = node.end_mark.index
-        start_of_line = self._line_start(end)
-        if self.text[start_of_line:end].strip() == "":
-            return start_of_line
-        return self._line_end(end)
-
     def _block_entry_start(self, key_node: Node) -> int:
         start = key_node.start_mark.index
         start_of_line = self._line_start(start)
@@ -120,7 +110,7 @@ class Editor:
             return
         for index in sorted(doomed):
             key_node, value_node = mapping.value[index]
-            self.replace(self._block_entry_start(key_node), self._region_end(value_node), "")
+            self.replace(self._block_entry_start(key_node), self.content_end(value_node), "")
 
     def set_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
         """Set `key` to `value`: replace the scalar in place, or add the entry."""
@@ -128,10 +118,20 @@ class Editor:
         if entry is None:
             self.add_entry(mapping, key, value)
             return
-        _, _, value_node = entry
+        index, _, value_node = entry
         if isinstance(value, dict) or not isinstance(value_node, ScalarNode):
             raise EditError(f"{key!r} is not a scalar")
-        self.replace_node(value_node, value)
+        self.set_value(mapping, index, value)
+
+    def set_value(self, mapping: MappingNode, index: int, value: Value) -> None:
+        """Give entry `index` a new scalar or mapping value. A value with no
+        text (`key:`, `{key}`, `? key`) has nowhere to write into: the whole
+        entry is written again."""
+        key_node, value_node = mapping.value[index]
+        if value_node.start_mark.index == value_node.end_mark.index:
+            self.replace_entry(mapping, index, key_node.value, value)
+        else:
+            self.replace_node(value_node, value)
 
     def add_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
         if mapping.flow_style:
@@ -146,7 +146,7 @@ class Editor:
             raise EditError("cannot add to an empty block mapping")
         last_key, last_value = mapping.value[-1]
         indent = last_key.start_mark.column
-        at = self._region_end(last_value)
+        at = self.content_end(last_value)
         prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
         self.replace(at, at, prefix + _block_entry(key, value, indent))
 
@@ -157,30 +157,29 @@ class Editor:
             self.replace(key_node.start_mark.index, value_node.end_mark.index,
                          f"{quote(key)}: {_flow_value(value)}")
         else:
-            self.replace(self._block_entry_start(key_node), self._region_end(value_node),
+            self.replace(self._block_entry_start(key_node), self.content_end(value_node),
                          _block_entry(key, value, key_node.start_mark.column))
 
     def replace_string(self, node: ScalarNode, new_value: str) -> None:
         """Replace a string scalar, keeping a literal block a literal block."""
         formatted = format_string_scalar(node, self.text, new_value)
         if formatted.startswith("|") and node.style == "|":
-            self.replace(node.start_mark.index, self._region_end(node), formatted)
+            self.replace(node.start_mark.index, self.content_end(node), formatted)
         else:
             self.replace_scalar_text(node, formatted)
 
     def replace_node(self, node: ScalarNode, value: Value) -> None:
-        """Replace a scalar value node (null included) by a new flow value."""
+        """Replace a scalar value node that has text (null included) by a new flow value."""
         self.replace_scalar_text(node, _flow_value(value))
 
     def replace_scalar_text(self, node: ScalarNode, text: str) -> None:
-        """Put `text` where a scalar stands. A block scalar (| or >) runs to the
-        end of its lines, which the new flow text replaces; an empty value
-        (`key:` and nothing) has no text, so the new one needs its space."""
+        """Put `text` where a scalar with text stands. A block scalar (| or >)
+        runs to the end of its lines, which the new flow text replaces."""
         start, end = node.start_mark.index, node.end_mark.index
+        if start == end:
+            raise EditError("a value with no text cannot be replaced in place")  # set_value's job
         if node.style in ("|", ">"):
-            self.replace(start, self._region_end(node), text + "\n")
-        elif start == end:
-            self.replace(start, end, " " + text)
+            self.replace(start, self.content_end(node), text + "\n")
         else:
             self.replace(start, end, text)
 
@@ -199,7 +198,7 @@ class Editor:
             return
         for index in sorted(doomed):
             item = sequence.value[index]
-            self.replace(self._line_start(item.start_mark.index), self._region_end(item), "")
+            self.replace(self._line_start(item.start_mark.index), self.content_end(item), "")
 
     # -- sequence items, exactly (the comments between items stay) --------
 
@@ -312,7 +311,7 @@ class Editor:
             index = last + 1
 
     def _empty_block(self, node: Node, owner: Node | None, empty: str) -> None:
-        end = self._region_end(node)
+        end = self.content_end(node)
         if owner is None:
             self.replace(self._line_start(node.start_mark.index), end, empty + "\n")
             return
@@ -367,8 +366,18 @@ def format_string_scalar(node: ScalarNode, text: str, new_value: str) -> str:
         chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
         body = new_value[: len(new_value) - trailing] if trailing else new_value
         lines = [(" " * indent + line) if line else "" for line in body.split("\n")]
-        return f"|{chomp}\n" + "\n".join(lines) + "\n" * max(trailing, 1)
+        return f"|{chomp}{_header_comment(node, text)}\n" + "\n".join(lines) + "\n" * max(trailing, 1)
     return quote(new_value)
+
+
+def _header_comment(node: ScalarNode, text: str) -> str:
+    """A comment on a block scalar's header line (`|  # why`), kept as written."""
+    header_end = text.find("\n", node.start_mark.index)
+    header = text[node.start_mark.index:header_end if header_end >= 0 else len(text)].rstrip("\r")
+    at = header.find("#")
+    if at < 0:
+        return ""
+    return header[len(header[:at].rstrip()):]
 
 
 def _literal_safe(value: str) -> bool:
