@@ -22,7 +22,6 @@ any tool that rewrites the HelmRelease, unlike a comment in the manifest.
 from __future__ import annotations
 
 import difflib
-import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -443,13 +442,21 @@ class HelmReleaseFile:
         return self.text.count("\n", 0, self.start) + mark_line + 1
 
 
-_DOCUMENT_START = re.compile(r"^---(?=[ \t\r\n]|$)", re.MULTILINE)
 
 
 def _documents(text: str) -> list[tuple[int, int]]:
-    """Character spans of the documents of a file, each from its `---` line."""
-    cuts = [0, *(m.start() for m in _DOCUMENT_START.finditer(text) if m.start()), len(text)]
-    return [(a, b) for a, b in itertools.pairwise(cuts) if a < b]
+    """Character spans of the documents of a file, cut as the post-renderer
+    cuts a stream (`---` lines, `...` lines, directives kept with their document)."""
+    from cozyrender.postrender.stream import split_chunks
+
+    data = text.encode("utf-8")
+    spans: list[tuple[int, int]] = []
+    at = 0
+    for chunk in split_chunks(data):
+        length = len(data[chunk.start:chunk.end].decode("utf-8"))
+        spans.append((at, at + length))
+        at += length
+    return spans
 
 
 def load_helmrelease(path: str | Path) -> HelmReleaseFile:

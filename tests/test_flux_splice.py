@@ -389,3 +389,12 @@ def test_layouts_insert_replace_remove(m, s, o, crlf):
     assert cut_owned(replaced) == original
     assert write(replaced, entry("2", ("Namespace", "Secret"))) == replaced
     assert write(replaced, None) == original
+
+
+def test_a_directive_stays_with_its_document():
+    text = "%YAML 1.1\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: tenant-a\n" \
+           "  namespace: tenant-root\nspec:\n  interval: 5m\n"
+    written = write(text, entry())
+    assert written.startswith(text)
+    assert cut_owned(written).startswith("%YAML 1.1\n---\n")
+    assert yaml.safe_load(written)["spec"]["postRenderers"] == [entry()]
