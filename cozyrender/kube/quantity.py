@@ -66,3 +66,18 @@ def format_quantity(value: Fraction) -> str:
     if milli.denominator == 1:
         return f"{milli.numerator}m"
     return f"{value.numerator}/{value.denominator}"
+
+
+_BINARY_DESCENDING = sorted(_BINARY.items(), key=lambda item: -item[1])
+
+
+def format_binary_quantity(value: Fraction) -> str:
+    """A readable, exact spelling for byte quantities: a whole number of
+    bytes that is a multiple of 1Ki is written with the largest binary
+    suffix that divides it exactly (`10Gi`, `6465Mi`, `1536Mi`); any other
+    value as `format_quantity` writes it. The result parses back to `value`."""
+    if value.denominator == 1 and value.numerator != 0:
+        for suffix, factor in _BINARY_DESCENDING:
+            if value.numerator % factor == 0:
+                return f"{value.numerator // factor}{suffix}"
+    return format_quantity(value)
