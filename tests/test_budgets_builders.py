@@ -66,6 +66,12 @@ def gpuclass(name: str, resource: str, mode: str = "passthrough", created: str |
     return {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": meta, "spec": spec}
 
 
+def classes(*names: str) -> list[dict]:
+    """Passthrough GPUClasses for `names` (a state without any GPUClass
+    refuses every class a workload names)."""
+    return [gpuclass(name, f"nvidia.com/{name}") for name in names or ("a100", "h100")]
+
+
 def root_namespace(vgpu: str | None) -> dict:
     labels = {} if vgpu is None else {"namespace.cozystack.io/vgpu": vgpu}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-root", "labels": labels}}

@@ -7,7 +7,7 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-from test_budgets_builders import nodes, pod, quota, tenant, vm
+from test_budgets_builders import classes, nodes, pod, quota, tenant, vm
 
 from cozyrender.budgets import (
     BudgetInputError,
@@ -117,25 +117,25 @@ def test_growth_is_per_class_and_never_negative():
 
 
 def test_worker_pool_growth_by_replicas_names_max_replicas():
-    state = index_state([tenant("a", quotas={A100: 4}), nodes("tenant-a", "p", [{"class": "a100"}], max_replicas=2)])
+    state = index_state([*classes(), tenant("a", quotas={A100: 4}), nodes("tenant-a", "p", [{"class": "a100"}], max_replicas=2)])
     decision = check_write(state, nodes("tenant-a", "p", [{"class": "a100"}], max_replicas=5))
     assert not decision.allowed and decision.reasons[0].field == "spec.maxReplicas"
 
 
 def test_moving_devices_between_classes_checks_the_class_less_key():
-    state = index_state([tenant("a", quotas={ALL: 4}), vm("tenant-a", "v", [{"class": "a100", "count": 4}])])
+    state = index_state([*classes(), tenant("a", quotas={ALL: 4}), vm("tenant-a", "v", [{"class": "a100", "count": 4}])])
     assert check_write(state, vm("tenant-a", "v", [{"class": "h100", "count": 4}])).allowed
     assert not check_write(state, vm("tenant-a", "v", [{"class": "h100", "count": 5}])).allowed
 
 
 def test_no_pool_root_or_no_covering_key_means_no_budget():
-    assert check_write(index_state([]), vm("tenant-a", "v", [{"class": "a100", "count": 99}])).allowed
-    state = index_state([tenant("a", quotas={A100: 1})])
+    assert check_write(index_state(classes()), vm("tenant-a", "v", [{"class": "a100", "count": 99}])).allowed
+    state = index_state([*classes(), tenant("a", quotas={A100: 1})])
     assert check_write(state, vm("tenant-a", "v", [{"class": "h100", "count": 99}])).allowed
 
 
 def test_workload_deep_in_a_pool_counts_against_its_root():
-    state = index_state([tenant("a", quotas={A100: 4}), tenant("b", "tenant-a"),
+    state = index_state([*classes(), tenant("a", quotas={A100: 4}), tenant("b", "tenant-a"),
                          vm("tenant-a-b", "v", [{"class": "a100", "count": 3}])])
     assert not check_write(state, vm("tenant-a", "w", [{"class": "a100", "count": 2}])).allowed
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
-from test_budgets_builders import klist, run_check, tenant, vm, write_json
+from test_budgets_builders import classes, klist, run_check, tenant, vm, write_json
 
 from cozyrender.commands.check import command
 
@@ -53,10 +53,12 @@ def test_bad_state_is_exit_2(tmp_path):
 def test_state_paths_after_one_state_flag_and_folders(tmp_path):
     (tmp_path / "repo").mkdir()
     write_json(tmp_path / "repo" / "a.json", tenant("a", quotas={A100: 1}))
+    write_json(tmp_path / "repo" / "classes.json", klist(classes()))
     write_json(tmp_path / "vm.json", vm("tenant-a", "v", [{"class": "a100"}]))
     write_json(tmp_path / "new.json", vm("tenant-a", "w", [{"class": "a100"}]))
     result = _invoke("--state", str(tmp_path / "repo"), str(tmp_path / "vm.json"), "--write", str(tmp_path / "new.json"))
     assert result.exit_code == 1 and result.output.startswith("refused")
+    assert "exceeded GPU budget" in result.output and "GPUClass" not in result.output
 
 
 def test_audit_json_and_exit_codes(tmp_path):
@@ -67,7 +69,7 @@ def test_audit_json_and_exit_codes(tmp_path):
 
 
 def test_the_installed_command(tmp_path, repo_root):
-    state = write_json(tmp_path / "state.json", klist([tenant("a", quotas={A100: 4})]))
+    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
     write = write_json(tmp_path / "vm.json", vm("tenant-a", "v", [{"class": "a100", "count": 5}]))
     run = subprocess.run(
         [str(repo_root / ".venv" / "bin" / "cozyrender"), "check", "--state", str(state), "--write", str(write), "-o", "json"],

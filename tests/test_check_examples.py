@@ -5,7 +5,7 @@ ephemeral-storage."""
 from __future__ import annotations
 
 import pytest
-from test_budgets_builders import nodes, pod, run_check, run_check_json, tenant, vm
+from test_budgets_builders import classes, nodes, pod, run_check, run_check_json, tenant, vm
 
 A100 = "a100.gpuclass.cozystack.io/devices"
 ALL = "gpuclass.cozystack.io/devices"
@@ -69,22 +69,22 @@ def test_example1_child_with_its_own_cpu_leaves_the_pool(tmp_path):
 def test_example2(tmp_path):
     parent = tenant("a", quotas={A100: 4})
     first = vm("tenant-a", "vm1", [{"class": "a100", "count": 3}])
-    assert run_check_json(tmp_path, [parent], first)[0] == 0
-    code, answer = run_check_json(tmp_path, [parent, first], vm("tenant-a", "vm2", [{"class": "a100", "count": 2}]))
+    assert run_check_json(tmp_path, [*classes(), parent], first)[0] == 0
+    code, answer = run_check_json(tmp_path, [*classes(), parent, first], vm("tenant-a", "vm2", [{"class": "a100", "count": 2}]))
     assert code == 1
     [reason] = answer["reasons"]
     assert reason["field"] == "spec.gpus[0].count"
     assert "requested 2, reserved 3, carved out 0, budget 4" in reason["message"]
     assert A100 in reason["message"]
     pool = nodes("tenant-a", "workers", [{"class": "a100", "count": 1}], max_replicas=2)
-    code, answer = run_check_json(tmp_path, [parent, first], pool)
+    code, answer = run_check_json(tmp_path, [*classes(), parent, first], pool)
     assert code == 1 and "requested 2, reserved 3" in answer["reasons"][0]["message"]
 
 
 # -- Example 3 ----------------------------------------------------------------
 
 def test_example3_no_growth_is_admitted_over_a_lowered_budget(tmp_path):
-    state = [tenant("a", quotas={A100: 2}), vm("tenant-a", "vm1", [{"class": "a100", "count": 3}], memory="4Gi")]
+    state = [*classes(), tenant("a", quotas={A100: 2}), vm("tenant-a", "vm1", [{"class": "a100", "count": 3}], memory="4Gi")]
     resized = vm("tenant-a", "vm1", [{"class": "a100", "count": 3}], memory="8Gi")
     code, answer = run_check_json(tmp_path, state, resized)
     assert (code, answer["allowed"], answer["reasons"]) == (0, True, [])
@@ -99,7 +99,7 @@ def test_example4(tmp_path):
     parent = tenant("a", quotas={ALL: 8})
     child = tenant("b", "tenant-a", quotas={A100: 6})
     assert run_check_json(tmp_path, [parent], child)[0] == 0
-    code, answer = run_check_json(tmp_path, [parent, child], vm("tenant-a", "vm", [{"class": "h100", "count": 3}]))
+    code, answer = run_check_json(tmp_path, [*classes(), parent, child], vm("tenant-a", "vm", [{"class": "h100", "count": 3}]))
     assert code == 1
     assert f"{ALL!r}" in answer["reasons"][0]["message"]
     assert "requested 3, reserved 0, carved out 6, budget 8" in answer["reasons"][0]["message"]
@@ -108,7 +108,7 @@ def test_example4(tmp_path):
 # -- Example 5 ----------------------------------------------------------------
 
 def test_example5_escape_is_admitted_and_the_audit_warns(tmp_path):
-    state = [tenant("a", quotas={A100: 4}), tenant("b", "tenant-a", quotas={"cpu": 2})]
+    state = [*classes(), tenant("a", quotas={A100: 4}), tenant("b", "tenant-a", quotas={"cpu": 2})]
     code, answer = run_check_json(tmp_path, state, vm("tenant-a-b", "vm", [{"class": "a100", "count": 10}]))
     assert (code, answer["allowed"]) == (0, True)
     state.append(vm("tenant-a-b", "vm", [{"class": "a100", "count": 10}]))

@@ -39,10 +39,31 @@ def test_class_in_conflict_is_refused_naming_the_holder(tmp_path):
     assert run_check_json(tmp_path, [A100, newer], vm("tenant-root", "v", [{"class": "a100"}]))[0] == 0
 
 
-def test_state_without_classes_warns_and_still_checks_budgets(tmp_path):
+def test_state_without_classes_refuses_every_class_and_still_checks_budgets(tmp_path):
+    # R4: issue 5 item 6 refuses a write naming an unknown class; with no
+    # GPUClass in the state every class is unknown, so it is refused, saying how to fix the state.
     state = [tenant("a", quotas={"a100.gpuclass.cozystack.io/devices": 1})]
-    code, answer = run_check_json(tmp_path, state, vm("tenant-a", "v", [{"class": "a100", "count": 2}]))
-    assert code == 1 and "GPUClass" in answer["warnings"][0]
+    code, answer = run_check_json(tmp_path, state, vm("tenant-a", "v", [{"class": "a100", "count": 2},
+                                                                       {"name": "nvidia.com/x"}, {"class": "a100"}]))
+    assert code == 1 and answer["warnings"] == []
+    [no_class, budget] = answer["reasons"]
+    assert no_class["field"] == "spec.gpus[0].class"
+    assert "holds no GPUClass objects" in no_class["message"]
+    assert "kubectl get gpuclasses -o yaml" in no_class["message"]
+    assert budget["field"] == "spec.gpus[0].count" and "requested 3" in budget["message"]
+    # Within budget, the class alone refuses it.
+    code, answer = run_check_json(tmp_path, state, vm("tenant-a", "v", [{"class": "a100"}]))
+    assert code == 1 and [r["field"] for r in answer["reasons"]] == ["spec.gpus[0].class"]
+    # A workload naming no class is not concerned.
+    assert run_check_json(tmp_path, state, vm("tenant-a", "v", [{"name": "nvidia.com/x"}]))[0] == 0
+
+
+def test_the_reviewers_no_gpuclass_case_through_the_cli(tmp_path):
+    state = [tenant("a", vgpu=False), root_namespace("false")]
+    result = run_check(tmp_path, state, vm("tenant-a", "v", [{"class": "grid-a100-4c", "count": 1}]))
+    assert result.exit_code == 1 and result.output.splitlines()[0] == "refused"
+    assert "spec.gpus[0].class: Invalid: GPU class 'grid-a100-4c': the state holds no GPUClass objects" in result.output
+    assert "kubectl get gpuclasses -o yaml" in result.output and "Traceback" not in result.output
 
 
 @pytest.mark.parametrize("namespace,platform,a_vgpu,b_vgpu,allowed", [

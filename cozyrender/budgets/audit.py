@@ -24,7 +24,7 @@ from cozyrender.kube.quantity import format_quantity
 from .index import ALL_CLASSES, BudgetState
 from .model import quota_field
 from .tree import parent_namespace
-from .usage import usage_key
+from .usage import format_amount
 
 ERROR = "error"
 WARNING = "warning"
@@ -96,15 +96,16 @@ def _audit_ordinary_pool(state: BudgetState, root: str) -> list[Finding]:
     findings = []
     usage = state.pool_usage.get(root, {})
     charges = state.ordinary_charges.get(root, {})
-    for key, value in state.declarations[root].ordinary.items():
-        read_as = usage_key(key)
-        used = usage.get(read_as, Fraction(0))
+    declaration = state.declarations[root]
+    for key, value in declaration.ordinary.items():  # keyed by the quota key they render to
+        used = usage.get(key, Fraction(0))
         carved = charges.get(key, Fraction(0))
         if used + carved > value:
+            declared = declaration.declared_as[key]
             findings.append(Finding(
-                ERROR, "over-committed", root, quota_field(key),
-                f"pool {root} is over {key!r}: used {format_quantity(used)} ({read_as}) + carved out "
-                f"{format_quantity(carved)} = {format_quantity(used + carved)} > {format_quantity(value)}",
+                ERROR, "over-committed", root, quota_field(declared),
+                f"pool {root} is over {declared!r}: used {format_amount(key, used)} ({key}) + carved out "
+                f"{format_amount(key, carved)} = {format_amount(key, used + carved)} > {format_amount(key, value)}",
                 (("budget", format_quantity(value)), ("used", format_quantity(used)),
                  ("carvedOut", format_quantity(carved))),
             ))

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from cozyrender.keys import BudgetKey
-from cozyrender.kube.quantity import format_quantity
 
 from .index import ALL_CLASSES, BudgetState, budget_charge
 from .model import Declaration, Workload, parse_declaration, quota_field
 from .tree import parent_namespace
-from .usage import usage_key
+from .usage import format_amount
 
 
 @dataclass(frozen=True)
@@ -134,48 +133,60 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
     return answer.decision()
 
 
-def _fmt(value: Fraction | int) -> str:
-    return format_quantity(Fraction(value))
-
-
 def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
     """The declaration gate for a Tenant write (create, or update of the
     Tenant with the same namespace and name in `state`).
 
-    Malformed keys in the budget domain, invalid budget values and ordinary
-    values that are not non-negative quantities are refused. Then, per key
-    the tenant declares, against the pool root R of the namespace it is
-    created in (budget or ordinary sense): when R declares the key (or, for
-    a class-scoped key, the class-less key), the tenant's charge to it must
-    fit what R has left: R's value minus the other carving tenants' charges
-    minus what R's pool uses (reserved devices, or ordinary usage), the
-    tenant's own subtree excluded. When R declares neither, nothing
-    constrains the key.
+    Malformed keys in the budget domain, invalid budget values, ordinary
+    values that are not non-negative quantities and two ordinary keys
+    rendering to one quota key are refused. Then:
+
+    - its own pool, for every tenant (the root included): a budget key it
+      newly declares must hold what its pool already holds (reservations
+      plus sub-tenants' carve-outs); an ordinary key it newly declares or
+      changes must hold what its subtree already uses (usage plus
+      sub-tenants' carve-outs, keys compared by the quota key they render to);
+    - the pool above, per key it declares, against the pool root R of the
+      namespace it is created in (budget or ordinary sense): when R declares
+      the key (or, for a class-scoped key, the class-less key), the tenant's
+      charge to it must fit what R has left: R's value minus the other
+      carving tenants' charges minus what R's pool uses (reserved devices,
+      or ordinary usage), the tenant's own subtree excluded. When R declares
+      neither, nothing constrains the key;
+    - an update that stops the tenant being a pool root (in either sense)
+      puts its pool's reservations, usage and carve-outs back into R's pool:
+      they must fit there, for every key of R they add to.
     """
     child = parse_declaration(tenant)
     answer = _Answer()
     for key, problem in child.problems:
         answer.reasons.append(Reason(quota_field(key), f"Invalid: {problem}"))
+    before = state.declarations.get(child.namespace)
+    if before is not None and (before.created_in, before.tenant) != (child.created_in, child.tenant):
+        before = None
     parent = parent_namespace(child.namespace)
-    if parent is None:
-        return answer.decision()  # the root tenant: nothing above it
     if child.budgets:
-        _gate_own_pool(state, child, parent, answer)
+        _gate_own_pool(state, child, before, parent, answer)
+    held = _gate_own_usage(state, child, before, answer) if child.ordinary else {}
+    if parent is None:
+        return answer.decision()  # the root tenant: no pool above it
+    if child.budgets:
         _gate_budget_keys(state, child, parent, answer)
     if child.ordinary:
-        _gate_ordinary_keys(state, child, parent, answer)
+        _gate_ordinary_keys(state, child, parent, held, answer)
+    if before is not None:
+        _gate_rejoin(state, child, before, parent, answer)
     return answer.decision()
 
 
-def _gate_own_pool(state: BudgetState, child: Declaration, parent: str, answer: _Answer) -> None:
+def _gate_own_pool(
+    state: BudgetState, child: Declaration, before: Declaration | None, parent: str | None, answer: _Answer
+) -> None:
     """A budget key the tenant newly declares must hold what its own pool
     already holds: devices reserved in its subtree's namespaces that join
     its pool, plus the charges of sub-tenants that will carve from it.
     (Keys it already declared are not re-checked here: lowering a budget is
     the parent's call, and its workloads then only cannot grow.)"""
-    before = state.declarations.get(child.namespace)
-    if before is not None and (before.created_in, before.tenant) != (child.created_in, child.tenant):
-        before = None
     new_keys = [key for key in child.budgets if before is None or key not in before.budgets]
     if not new_keys:
         return
@@ -183,7 +194,8 @@ def _gate_own_pool(state: BudgetState, child: Declaration, parent: str, answer: 
         reserved = state.pool_reserved.get(child.namespace, {})
         charges = state.charges.get(child.namespace, {})
     else:
-        contribution = state.subtree_contribution(child.namespace, state.budget_root(parent), ordinary=False)
+        above = state.budget_root(parent) if parent is not None else None
+        contribution = state.subtree_contribution(child.namespace, above, ordinary=False)
         reserved, charges = contribution.reserved, contribution.charges
     for key in sorted(new_keys, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
         held = sum(n for c, n in reserved.items() if key.covers(c))
@@ -194,6 +206,47 @@ def _gate_own_pool(state: BudgetState, child: Declaration, parent: str, answer: 
                 f"Forbidden: below what the tenant's own pool already holds of {key.key!r}: "
                 f"requested {child.budgets[key]}, reserved {held}, carved out {carved}",
             ))
+
+
+def _held_by_own_pool(state: BudgetState, child: Declaration, before: Declaration | None) -> dict[str, Fraction]:
+    """Per quota key the tenant declares, what its pool holds (or would hold
+    once it is an ordinary pool root): usage plus sub-tenants' charges. Read
+    from the index where its pool already tracks the key, else by walking
+    its subtree."""
+    held: dict[str, Fraction] = {}
+    missing = []
+    if before is not None and before.is_ordinary_root:
+        usage = state.pool_usage.get(child.namespace, {})
+        below = state.ordinary_charges.get(child.namespace, {})
+        for key in child.ordinary:
+            if key in before.ordinary:
+                held[key] = usage.get(key, Fraction(0)) + below.get(key, Fraction(0))
+            else:
+                missing.append(key)
+    else:
+        missing = list(child.ordinary)
+    if missing:
+        held.update(state.held_below(child.namespace, missing))
+    return held
+
+
+def _gate_own_usage(state: BudgetState, child: Declaration, before: Declaration | None, answer: _Answer) -> dict[str, Fraction]:
+    """An ordinary key the tenant newly declares, or whose value it changes,
+    must hold what its own subtree already uses (its pool's usage plus its
+    sub-tenants' charges), as a newly declared budget key must hold what its
+    pool already reserves. Returns what its pool holds per quota key."""
+    held = _held_by_own_pool(state, child, before)
+    for key in sorted(child.ordinary):
+        value = child.ordinary[key]
+        if before is not None and before.ordinary.get(key) == value:
+            continue
+        if held[key] > value:
+            answer.reasons.append(Reason(
+                quota_field(child.declared_as[key]),
+                f"Forbidden: below what the tenant's own subtree already uses of {child.declared_as[key]!r}: "
+                f"requested {format_amount(key, value)}, used and carved out {format_amount(key, held[key])} ({key})",
+            ))
+    return held
 
 
 def _gate_budget_keys(state: BudgetState, child: Declaration, parent: str, answer: _Answer) -> None:
@@ -238,7 +291,12 @@ def _charge_note(child: Declaration, target: BudgetKey) -> str:
     return ""
 
 
-def _gate_ordinary_keys(state: BudgetState, child: Declaration, parent: str, answer: _Answer) -> None:
+def _gate_ordinary_keys(
+    state: BudgetState, child: Declaration, parent: str, held: dict[str, Fraction], answer: _Answer
+) -> None:
+    """Ordinary keys are compared by the quota key they render to. The
+    tenant's charge is its value, or what its own pool holds when that is
+    more (as the index charges carving tenants)."""
     root = state.ordinary_root(parent)
     if root is None:
         return
@@ -250,15 +308,78 @@ def _gate_ordinary_keys(state: BudgetState, child: Declaration, parent: str, ans
     pool_usage = state.pool_usage.get(root, {})
     pool_charges = state.ordinary_charges.get(root, {})
     for key in keys:
-        read_as = usage_key(key)
+        charge = max(child.ordinary[key], held.get(key, Fraction(0)))
         others = pool_charges.get(key, Fraction(0)) - leaving.ordinary_charges.get(key, Fraction(0))
-        used = pool_usage.get(read_as, Fraction(0)) - leaving.usage.get(read_as, Fraction(0))
+        used = pool_usage.get(key, Fraction(0)) - leaving.usage.get(key, Fraction(0))
         available = limits[key] - others - used
-        if child.ordinary[key] > available:
+        if charge > available:
+            note = "" if charge == child.ordinary[key] else f" (its subtree already holds {format_amount(key, charge)})"
             answer.reasons.append(Reason(
-                quota_field(key),
-                f"Forbidden: exceeds what pool {root} has left of {key!r}: "
-                f"requested {_fmt(child.ordinary[key])}, budget {_fmt(limits[key])}, "
-                f"carved out {_fmt(others)}, used {_fmt(used)} ({read_as}) "
-                f"(available {_fmt(max(available, Fraction(0)))})",
+                quota_field(child.declared_as[key]),
+                f"Forbidden: exceeds what pool {root} has left of {_named(child, key, state.declarations[root])}: "
+                f"requested {format_amount(key, child.ordinary[key])}{note}, budget {format_amount(key, limits[key])}, "
+                f"carved out {format_amount(key, others)}, used {format_amount(key, used)} ({key}) "
+                f"(available {format_amount(key, max(available, Fraction(0)))})",
             ))
+
+
+def _named(child: Declaration, key: str, root: Declaration) -> str:
+    """The key as both sides wrote it: `'cpu'`, or `'limits.cpu' (as 'cpu' there)`."""
+    mine, theirs = child.declared_as[key], root.declared_as[key]
+    return repr(mine) if mine == theirs else f"{mine!r} ({key}, declared as {theirs!r} there)"
+
+
+def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, parent: str, answer: _Answer) -> None:
+    """An update that stops the tenant being a pool root returns its pool to
+    the pool above: for every key of that pool root R the tenant's pool adds
+    to (more than the tenant was charged to it), R's pool must still fit."""
+    if before.is_budget_root and not child.is_budget_root:
+        root = state.budget_root(parent)
+        if root is not None:
+            reserved = state.pool_reserved.get(child.namespace, {})
+            carved_below = state.charges.get(child.namespace, {})
+            limits = state.declarations[root].budgets
+            for key in sorted(limits, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
+                rejoining = sum(n for c, n in reserved.items() if key.covers(c)) + carved_below.get(key, 0)
+                was_charged = budget_charge(before, key) if before.budgets else 0
+                if rejoining <= was_charged:
+                    continue
+                used = state.reserved_for(root, key)
+                others = state.charged_to(root, key) - was_charged
+                if used + others + rejoining > limits[key]:
+                    answer.reasons.append(Reason(
+                        "spec.resourceQuotas",
+                        f"Forbidden: declaring no quotas returns the tenant's pool to pool {root}, which it "
+                        f"would take over its GPU budget {key.key!r}: rejoining {rejoining} (reserved and "
+                        f"carved out below), budget {limits[key]}, reserved {used}, carved out {others} "
+                        f"({used + others + rejoining} > {limits[key]})",
+                    ))
+    if before.is_ordinary_root and not child.is_ordinary_root:
+        root = state.ordinary_root(parent)
+        if root is not None:
+            limits = state.declarations[root].ordinary
+            keys = sorted(limits)
+            charged = state.ordinary_charge.get(child.namespace, {})
+            rejoining = state.held_below(child.namespace, keys) if keys else {}
+            usage = state.pool_usage.get(root, {})
+            pool_charges = state.ordinary_charges.get(root, {})
+            for key in keys:
+                was_charged = charged.get(key, Fraction(0))
+                if rejoining[key] <= was_charged:
+                    continue
+                used = usage.get(key, Fraction(0))
+                others = pool_charges.get(key, Fraction(0)) - was_charged
+                if used + others + rejoining[key] > limits[key]:
+                    answer.reasons.append(Reason(
+                        "spec.resourceQuotas",
+                        f"Forbidden: declaring no ordinary quotas returns the tenant's subtree to pool {root}, which "
+                        f"it would take over {_root_key_name(state, root, key)}: rejoining "
+                        f"{format_amount(key, rejoining[key])} ({key}, used and carved out below), "
+                        f"budget {format_amount(key, limits[key])}, used {format_amount(key, used)}, "
+                        f"carved out {format_amount(key, others)} "
+                        f"({format_amount(key, used + others + rejoining[key])} > {format_amount(key, limits[key])})",
+                    ))
+
+
+def _root_key_name(state: BudgetState, root: str, key: str) -> str:
+    return repr(state.declarations[root].declared_as[key])

@@ -21,9 +21,9 @@ from .index import BudgetState
 from .model import BudgetInputError, Workload
 from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace
 
-NO_CLASSES_WARNING = (
-    "the state holds no GPUClass objects: class existence, conflicts and the vGPU entitlement "
-    "were not checked (add `kubectl get gpuclasses -o yaml` to the state)"
+NO_CLASSES = (
+    "the state holds no GPUClass objects, so the class cannot be checked (existence, conflicts, "
+    "vGPU entitlement); include them: `kubectl get gpuclasses -o yaml` (add the output to --state)"
 )
 
 
@@ -44,17 +44,17 @@ def namespace_entitled(state: BudgetState, namespace: str, platform_vgpu: bool) 
 def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu: bool | None = None) -> Decision:
     """Each class a VMInstance/KubernetesNodes write names must be a GPUClass
     of the state, not in conflict over its resource name, and, when its mode
-    is `vgpu`, usable in the workload's namespace. `platform_vgpu` overrides
-    the root's entitlement read from the state; when neither says, the
-    platform counts as not entitled (a warning says so)."""
+    is `vgpu`, usable in the workload's namespace. A state without any
+    GPUClass cannot vouch for a class: every class named is refused, saying
+    so. `platform_vgpu` overrides the root's entitlement read from the
+    state; when neither says, the platform counts as not entitled (a
+    warning says so)."""
     from cozyrender.gpuclass.classes import mode
     from cozyrender.gpuclass.conflicts import find_conflicts
 
     if not workload.entries:
         return Decision()
-    if not state.gpuclasses:
-        return Decision(warnings=(NO_CLASSES_WARNING,))
-    conflicts = find_conflicts(state.gpuclasses.values())
+    conflicts = find_conflicts(state.gpuclasses.values()) if state.gpuclasses else {}
     reasons: list[Reason] = []
     warnings: list[str] = []
     seen: set[str] = set()
@@ -65,6 +65,9 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
         seen.add(name)
         field = f"spec.gpus[{entry.index}].class"
         gpuclass = state.gpuclasses.get(name)
+        if not state.gpuclasses:
+            reasons.append(Reason(field, f"Invalid: GPU class {name!r}: {NO_CLASSES}"))
+            continue
         if gpuclass is None:
             reasons.append(Reason(field, f"Invalid: GPU class {name!r} does not exist"))
             continue

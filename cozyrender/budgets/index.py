@@ -40,7 +40,7 @@ from .model import (
     parse_workload,
 )
 from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, parent_namespace
-from .usage import Usage, namespace_usage, pod_usage, quota_usage, usage_key
+from .usage import usage_under
 
 ALL_CLASSES = BudgetKey(None)
 
@@ -67,9 +67,14 @@ class BudgetState:
     - `children`: namespace -> the known child namespaces (by name)
     - `pool_reserved`: budget pool root -> class -> devices reserved in its pool
     - `charges`: budget pool root -> budget key -> charges of carving tenants
-    - `ordinary_charges`: ordinary pool root -> key -> charges of carving tenants
+    - `ordinary_charges`: ordinary pool root -> quota key -> charges of carving tenants
+    - `ordinary_charge`: carving tenant's namespace -> quota key -> its charge:
+      its declared value, or what its own pool already holds (usage plus its
+      carving tenants' charges) when that is more (never less than it takes)
     - `pool_usage`: ordinary pool root -> quota key -> usage of its pool
     - `usage`: namespace -> usage under the keys its ordinary pool root declares
+    - `quotas`, `pods`: namespace -> its ResourceQuotas / Pods, read again
+      only for a key no pool root above the namespace declares
     - `gpuclasses`: GPUClass name -> object; `platform_vgpu`: the root's
       vGPU entitlement read from the state (None when the state holds neither
       the tenant-root Namespace label nor the platform values)
@@ -88,6 +93,9 @@ class BudgetState:
     gpuclasses: dict[str, dict] = field(default_factory=dict)
     platform_vgpu: bool | None = None
     tenant_objects: dict[tuple[str, str], dict] = field(default_factory=dict)
+    ordinary_charge: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    quotas: dict[str, list[Mapping]] = field(default_factory=dict)
+    pods: dict[str, list[Mapping]] = field(default_factory=dict)
 
     # -- pool roots ---------------------------------------------------------
 
@@ -134,7 +142,7 @@ class BudgetState:
         if is_root:
             # Already its own pool root: only its own charge is in `root`'s figures.
             if find_root(parent_namespace(namespace) or "") == root:
-                _add_charge(contribution, own, ordinary)
+                self._add_charge(contribution, own, ordinary)
             return contribution
         if find_root(namespace) != root:
             return contribution
@@ -145,7 +153,7 @@ class BudgetState:
             if current != namespace and declaration is not None and (
                 declaration.is_ordinary_root if ordinary else declaration.is_budget_root
             ):
-                _add_charge(contribution, declaration, ordinary)
+                self._add_charge(contribution, declaration, ordinary)
                 continue
             if ordinary:
                 for key, value in self.usage.get(current, {}).items():
@@ -155,6 +163,47 @@ class BudgetState:
                     contribution.reserved[gpu_class] = contribution.reserved.get(gpu_class, 0) + count
             stack.extend(self.children.get(current, ()))
         return contribution
+
+    def _add_charge(self, contribution: Contribution, declaration: Declaration, ordinary: bool) -> None:
+        if ordinary:
+            for key, value in self.ordinary_charge.get(declaration.namespace, {}).items():
+                contribution.ordinary_charges[key] = contribution.ordinary_charges.get(key, Fraction(0)) + value
+        else:
+            for key, value in _charges_of(declaration).items():
+                contribution.charges[key] = contribution.charges.get(key, 0) + value
+
+    def usage_of(self, namespace: str, keys: Iterable[str]) -> dict[str, Fraction]:
+        """`namespace`'s usage under quota keys `keys`: indexed where its
+        ordinary pool root declares them, read from its quotas and pods
+        otherwise."""
+        known = self.usage.get(namespace, {})
+        missing = [key for key in keys if key not in known]
+        if not missing or (namespace not in self.quotas and namespace not in self.pods):
+            return {key: known.get(key, Fraction(0)) for key in keys}
+        used = usage_under(missing, self.quotas.get(namespace), self.pods.get(namespace))
+        return {key: known[key] if key in known else used[key] for key in keys}
+
+    def held_below(self, namespace: str, keys: Iterable[str]) -> dict[str, Fraction]:
+        """What a pool rooted at `namespace` holds, per quota key of `keys`,
+        whether or not its tenant is an ordinary pool root today: the usage
+        of `namespace` and of every descendant up to the next ordinary pool
+        roots, plus those roots' charges for the keys they declare. Walks
+        that subtree only."""
+        keys = list(keys)
+        held = {key: Fraction(0) for key in keys}
+        stack = [namespace]
+        while stack:
+            current = stack.pop()
+            declaration = self.declarations.get(current)
+            if current != namespace and declaration is not None and declaration.is_ordinary_root:
+                for key, value in self.ordinary_charge.get(current, {}).items():
+                    if key in held:
+                        held[key] += value
+                continue
+            for key, value in self.usage_of(current, keys).items():
+                held[key] += value
+            stack.extend(self.children.get(current, ()))
+        return held
 
 
 def budget_charge(declaration: Declaration, key: BudgetKey) -> int:
@@ -174,15 +223,6 @@ def _charges_of(declaration: Declaration) -> dict[BudgetKey, int]:
     if declaration.budgets:
         charges[ALL_CLASSES] = budget_charge(declaration, ALL_CLASSES)
     return charges
-
-
-def _add_charge(contribution: Contribution, declaration: Declaration, ordinary: bool) -> None:
-    if ordinary:
-        for key, value in declaration.ordinary.items():
-            contribution.ordinary_charges[key] = contribution.ordinary_charges.get(key, Fraction(0)) + value
-    else:
-        for key, value in _charges_of(declaration).items():
-            contribution.charges[key] = contribution.charges.get(key, 0) + value
 
 
 def _platform_vgpu_from_values(secret: Mapping) -> bool | None:
@@ -335,12 +375,6 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
                 pool_charges = state.charges.setdefault(root, {})
                 for key, value in _charges_of(declaration).items():
                     pool_charges[key] = pool_charges.get(key, 0) + value
-        if declaration.ordinary:
-            root = state.ordinary_root(parent)
-            if root is not None:
-                pool_ordinary = state.ordinary_charges.setdefault(root, {})
-                for key, value in declaration.ordinary.items():
-                    pool_ordinary[key] = pool_ordinary.get(key, Fraction(0)) + value
 
     # Ordinary pools: usage of each member namespace under its root's keys.
     for namespace in set(quotas) | set(pods):
@@ -349,16 +383,33 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         root = state.ordinary_root(namespace)
         if root is None:
             continue
-        keys = {usage_key(key) for key in state.declarations[root].ordinary}
-        quota_used = quota_usage(quotas[namespace]) if namespace in quotas else None
-        pods_used: Usage = {}
-        if namespace in pods and (quota_used is None or not keys <= quota_used.keys()):
-            pods_used = pod_usage(pods[namespace], keys)  # a malformed pod: ShapeError naming it
-        used = {key: namespace_usage(key, quota_used, pods_used) for key in keys}
+        used = usage_under(state.declarations[root].ordinary, quotas.get(namespace), pods.get(namespace))
         state.usage[namespace] = used
         pool = state.pool_usage.setdefault(root, {})
         for key, value in used.items():
             pool[key] = pool.get(key, Fraction(0)) + value
+    state.quotas, state.pods = quotas, pods
+
+    # Ordinary carve-outs, deepest first: a carving tenant's charge is its
+    # declared value, or what its own pool holds when that is more.
+    carving = [
+        (namespace.count("-"), namespace) for namespace, declaration in state.declarations.items()
+        if declaration.ordinary and parent_namespace(namespace) is not None
+    ]
+    for _, namespace in sorted(carving, reverse=True):
+        declaration = state.declarations[namespace]
+        root = state.ordinary_root(parent_namespace(namespace) or "")
+        usage = state.pool_usage.get(namespace, {})
+        below = state.ordinary_charges.get(namespace, {})
+        charge = {
+            key: max(value, usage.get(key, Fraction(0)) + below.get(key, Fraction(0)))
+            for key, value in declaration.ordinary.items()
+        }
+        state.ordinary_charge[namespace] = charge
+        if root is not None:
+            pool_ordinary = state.ordinary_charges.setdefault(root, {})
+            for key, value in charge.items():
+                pool_ordinary[key] = pool_ordinary.get(key, Fraction(0)) + value
     return state
 
 

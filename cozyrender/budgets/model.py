@@ -33,6 +33,7 @@ from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
 from cozyrender.kube.shape import ShapeError, as_mapping, mapping, ref, string
 
 from .tree import owned_namespace
+from .usage import usage_key
 
 APPS_GROUP = "apps.cozystack.io"
 TENANT = "Tenant"
@@ -91,9 +92,13 @@ class Declaration:
     """A Tenant's `spec.resourceQuotas`, split for the budget rules.
 
     `budgets` maps each valid budget key to its whole device count;
-    `ordinary` maps every key outside the budget domain to its quantity;
-    `problems` lists (key, reason) for malformed budget keys, invalid budget
-    values and ordinary values that are not non-negative quantities. A
+    `ordinary` maps every key outside the budget domain to its quantity,
+    keyed by the quota key it renders to (`usage_key`: `cpu` and
+    `limits.cpu` are one key), and `declared_as` maps that quota key back
+    to the key as written (for field names); `problems` lists (key, reason)
+    for malformed budget keys, invalid budget values, ordinary values that
+    are not non-negative quantities and two keys rendering to one quota key
+    (the smaller value is kept: never more than either promises). A
     tenant that declares any key at all (`declared_keys`) is a pool root for
     budget keys; one that declares a key outside the domain is a pool root
     for ordinary keys.
@@ -104,6 +109,7 @@ class Declaration:
     namespace: str
     budgets: dict[BudgetKey, int] = field(default_factory=dict)
     ordinary: dict[str, Fraction] = field(default_factory=dict)
+    declared_as: dict[str, str] = field(default_factory=dict)
     problems: tuple[tuple[str, str], ...] = ()
     declared_keys: tuple[str, ...] = ()
     requests_vgpu: bool = False
@@ -127,6 +133,7 @@ def parse_declaration(tenant: Mapping) -> Declaration:
     quotas = mapping(spec, "resourceQuotas", tenant, "spec")
     budgets: dict[BudgetKey, int] = {}
     ordinary: dict[str, Fraction] = {}
+    declared_as: dict[str, str] = {}
     problems: list[tuple[str, str]] = []
     for key, value in quotas.items():
         key = str(key)
@@ -149,7 +156,14 @@ def parse_declaration(tenant: Mapping) -> Declaration:
             if quantity < 0:
                 problems.append((key, f"{key!r}: {value!r} is negative"))
                 continue
-            ordinary[key] = quantity
+            rendered = usage_key(key)
+            other = declared_as.get(rendered)
+            if other is not None:
+                problems.append((key, f"{key!r} renders to the same quota key as {other!r} ({rendered})"))
+                if quantity >= ordinary[rendered]:
+                    continue
+            ordinary[rendered] = quantity
+            declared_as[rendered] = key
     gpu = mapping(spec, "gpu", tenant, "spec")
     requests_vgpu = bool(flag_value(gpu.get("vgpu")))
     namespace = owned_namespace(name, created_in)  # `root` in tenant-root owns tenant-root
@@ -159,6 +173,7 @@ def parse_declaration(tenant: Mapping) -> Declaration:
         namespace=namespace,
         budgets=budgets,
         ordinary=ordinary,
+        declared_as=declared_as,
         problems=tuple(problems),
         declared_keys=tuple(str(key) for key in quotas),
         requests_vgpu=requests_vgpu,

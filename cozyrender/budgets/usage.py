@@ -20,6 +20,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from cozyrender.kube.pods import effective_pod_resources, is_terminated
+from cozyrender.kube.quantity import format_binary_quantity, format_quantity
 from cozyrender.kube.shape import ShapeError, mapping, quantity
 
 OBJECT_COUNTS = frozenset({
@@ -32,7 +33,10 @@ Usage = dict[str, Fraction]
 
 
 def usage_key(declared_key: str) -> str:
-    """The quota key a declared ordinary key is rendered as, and usage is read under."""
+    """The quota key a declared ordinary key is rendered as, and usage is read
+    under: the one place declared keys are flattened. Declarations are
+    compared by it too, so `cpu` and `limits.cpu` (or `storage` and
+    `requests.storage`) are one key."""
     if declared_key == "storage":
         return "requests.storage"
     if (
@@ -42,6 +46,23 @@ def usage_key(declared_key: str) -> str:
     ):
         return declared_key
     return "limits." + declared_key
+
+
+_BYTE_RESOURCES = frozenset({"memory", "storage", "ephemeral-storage"})
+
+
+def is_byte_key(key: str) -> bool:
+    """Whether a (declared or quota) key counts bytes: memory, storage,
+    ephemeral-storage, hugepages, storage-class storage."""
+    resource = key.rpartition("/")[2] if _STORAGE_CLASS_DOMAIN in key else key
+    resource = resource.removeprefix("requests.").removeprefix("limits.")
+    return resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
+
+
+def format_amount(key: str, value: Fraction) -> str:
+    """A figure of `key` for a message: bytes with binary suffixes (`10Gi`),
+    anything else as `format_quantity` writes it."""
+    return format_binary_quantity(value) if is_byte_key(key) else format_quantity(value)
 
 
 def quota_usage(quotas: Iterable[Mapping]) -> Usage:
@@ -204,6 +225,16 @@ def _shape_figures(shape: tuple) -> tuple[dict[str, int], Usage]:
         else:
             fine[key] = value
     return whole, fine
+
+
+def usage_under(keys: Collection[str], quotas: list[Mapping] | None, pods: list[Mapping] | None) -> Usage:
+    """One namespace's usage under each quota key of `keys`, from its
+    ResourceQuotas and (for keys none of them tracks) its pods."""
+    quota_used = quota_usage(quotas) if quotas else None
+    pods_used: Usage = {}
+    if pods and (quota_used is None or not set(keys) <= quota_used.keys()):
+        pods_used = pod_usage(pods, keys)  # a malformed pod: ShapeError naming it
+    return {key: namespace_usage(key, quota_used, pods_used) for key in keys}
 
 
 def namespace_usage(key: str, quota_used: Usage | None, pods_used: Usage) -> Fraction:
