@@ -68,6 +68,20 @@ def generate_state(seed: int = 4) -> list[dict]:
             declared.append((namespace, quotas))
         levels.append(namespaces)
     every = [ns for level in levels for ns in level]
+    # The hoster's GPU catalog (one vGPU class) and the platform's vGPU switch,
+    # so workload writes go through the class and vGPU gates as in a cluster.
+    for name in CLASSES:
+        vgpu = name.endswith("-4c")
+        spec = {"vendor": "nvidia", "model": name.upper(), "mode": "vgpu" if vgpu else "passthrough",
+                "memory": "40Gi", "sourceKind": "MediatedDevice" if vgpu else "PCIHostDevice",
+                "resourceName": f"nvidia.com/{name}"}
+        if vgpu:
+            spec["profile"] = "A100-4C"
+            spec["license"] = {"secretRef": {"namespace": "cozy-gpu", "name": "nvidia-license"}, "featureType": 4}
+        objects.append({"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass",
+                        "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z"}, "spec": spec})
+    objects.append({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": "tenant-root", "labels": {"namespace.cozystack.io/vgpu": "true"}}})
     for index in range(VM_COUNT + POOL_COUNT):
         namespace = rng.choice(every)
         gpus = [{"class": rng.choice(CLASSES), "count": rng.randint(1, 2)}] if rng.random() < 0.6 else []
