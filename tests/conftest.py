@@ -41,3 +41,15 @@ def kubectl() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return ROOT
+
+
+def replaced(obj: dict, path: tuple, value) -> dict:
+    """A deep copy of `obj` with the field at `path` set to `value` (for bad-input cases)."""
+    import copy
+
+    obj = copy.deepcopy(obj)
+    cursor = obj
+    for key in path[:-1]:
+        cursor = cursor[key]
+    cursor[path[-1]] = value
+    return obj

@@ -4,13 +4,13 @@ silently skipped. One case per reviewer reproducer."""
 
 from __future__ import annotations
 
-import copy
 import json
 
 import pytest
 from click.testing import CliRunner
 
 from cozyrender.commands.catalog import command
+from tests.conftest import replaced
 
 CLASS = {
     "apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass",
@@ -29,13 +29,7 @@ POD = {
 }
 
 
-def _with(obj: dict, path: tuple, value) -> dict:
-    obj = copy.deepcopy(obj)
-    cursor = obj
-    for key in path[:-1]:
-        cursor = cursor[key]
-    cursor[path[-1]] = value
-    return obj
+_with = replaced
 
 
 CASES = {

@@ -4,8 +4,6 @@ never a traceback and never a silent guess. One case per reviewer reproducer."""
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 from click.testing import CliRunner
 from test_budgets_builders import (
@@ -20,17 +18,12 @@ from test_budgets_builders import (
 )
 
 from cozyrender.commands.check import command
+from tests.conftest import replaced
 
 CPU_AND_A100 = {"cpu": 4, "a100.gpuclass.cozystack.io/devices": 2}
 
 
-def _with(obj: dict, path: tuple, value) -> dict:
-    obj = copy.deepcopy(obj)
-    cursor = obj
-    for key in path[:-1]:
-        cursor = cursor[key]
-    cursor[path[-1]] = value
-    return obj
+_with = replaced
 
 
 def _bad_input(result, *expected: str) -> None:
