@@ -3,6 +3,7 @@ byte as the pinned `helm template` binaries print it."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -286,3 +287,96 @@ def test_cli_post_render_error_exits_1(tmp_path: Path) -> None:
     assert proc.returncode == 1 and proc.stdout == b""
     err = proc.stderr.decode()
     assert "post-render" in err and "Traceback" not in err and err.count("\n") == 1
+
+
+# ---------------------------------------------------------------- the --set family
+
+VALUES_CHART = {
+    "Chart.yaml": "apiVersion: v2\nname: dump\nversion: 0.1.0\n",
+    "values.yaml": "fromChart: 1\n",
+    "templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: values\n"
+                         "data:\n  values: {{ toJson .Values | quote }}\n",
+}
+
+
+@pytest.fixture(scope="module")
+def dump_chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write_chart(tmp_path_factory.mktemp("charts") / "dump", VALUES_CHART)
+
+
+def _set_args(**flags: list[str]) -> list[str]:
+    return [a for flag, exprs in flags.items() for e in exprs
+            for a in (f"--{flag.replace('_', '-')}", e)]
+
+
+def test_set_family_order_and_list_index_match_helm4(dump_chart: Path, helm4: Path, tmp_path: Path
+                                                     ) -> None:
+    base = tmp_path / "base.yaml"
+    base.write_text("a: 0\nl: [p, {m: 1}, [x], {}, null]\ne: []\nkeep: {k: v}\n")
+    content = tmp_path / "content.txt"
+    content.write_text("from a file\n")
+    flags = {
+        # one key set by every flavour: Helm applies json, set, string, file in that order
+        "set_file": [f"a={content}", f"l[1].f={content}"],
+        "set_string": ["a=string,s=1", "l[0]=2"],
+        "set": ["a=1", "l[1].n=2", "l[2][1]=y", "l[6]=z", "e[1]=x", "b=true"],
+        "set_json": ['a="json"', '{"j": {"o": [1, 2]}, "keep": {"x": null}}', 'j.o[2]={"p": 3}'],
+    }
+    args = ["-f", str(base), *_set_args(**flags)]
+    expected = helm_template(helm4, dump_chart, "rel", "ns1", *args)
+    values = load_values([base], flags["set"], set_json=flags["set_json"],
+                         set_string=flags["set_string"], set_file=flags["set_file"])
+    assert values["a"] == "from a file\n" and values["s"] == "1" and values["b"] is True
+    assert values["l"] == ["2", {"m": 1, "n": 2, "f": "from a file\n"}, ["x", "y"], {}, None,
+                           None, "z"]
+    assert values["e"] == [None, "x"] and values["j"] == {"o": [1, 2, {"p": 3}]}
+    assert template(dump_chart, values, "rel", "ns1") == expected
+    proc = run_cli("template", str(dump_chart), "rel", "-n", "ns1", "--raw", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected
+
+
+@pytest.mark.parametrize("flags", [
+    {"set": ["l={a,b}"]},            # a whole list replaces the list
+    {"set": ["l[0].k=1"]},           # a scalar item becomes a map
+    {"set_string": ["l[3]=null"]},   # a string, not null
+    {"set_json": ["l[1]=null", "m.n=[1,{\"x\":2}]"]},
+    {"set": ["m.n[0]=q"], "set_json": ["m.n[1]={}"]},
+])
+def test_set_variants_match_helm4(dump_chart: Path, helm4: Path, tmp_path: Path,
+                                  flags: dict[str, list[str]]) -> None:
+    base = tmp_path / "base.yaml"
+    base.write_text("l: [p, q, r, s]\nm: {n: [1, 2]}\n")
+    expected = helm_template(helm4, dump_chart, "rel", "ns1", "-f", str(base), *_set_args(**flags))
+    values = load_values([base], flags.get("set", ()), set_json=flags.get("set_json", ()),
+                         set_string=flags.get("set_string", ()))
+    assert template(dump_chart, values, "rel", "ns1") == expected
+
+
+@pytest.mark.parametrize("base_text, kwargs, message", [
+    ("a: s\n", {"sets": ["a.b=1"]}, "failed parsing --set data: unable to parse key"),
+    ("", {"set_json": ["a=[bad"]}, "failed parsing --set-json data"),
+    ("", {"set_json": ["{bad"]}, "failed parsing --set-json data JSON: {bad"),
+    ("", {"set_string": ["a"]}, 'failed parsing --set-string data: key "a" has no value'),
+    ("l: [1]\n", {"set_file": ["l[0]=/nonexistent/x"]}, "failed parsing --set-file data: open"),
+])
+def test_set_family_errors_like_helm4(dump_chart: Path, helm4: Path, tmp_path: Path,
+                                      base_text: str, kwargs: dict, message: str) -> None:
+    base = tmp_path / "base.yaml"
+    base.write_text(base_text)
+    sets = kwargs.pop("sets", ())
+    with pytest.raises(RenderError, match=re.escape(message)):
+        load_values([base], sets, **kwargs)
+    flags = {"set": list(sets), **kwargs}
+    proc = subprocess.run([str(helm4), "template", "rel", str(dump_chart), "-f", str(base),
+                           *_set_args(**flags)], capture_output=True)
+    assert proc.returncode != 0 and message in proc.stderr.decode()
+
+
+def test_cli_set_family_error_exits_1() -> None:
+    proc = run_cli("template", str(TENANT), "tenant-a", "-n", "tenant-root",
+                   "--set-file", "host=/nonexistent/file")
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert "failed parsing --set-file data" in err and "Traceback" not in err
+    assert err.count("\n") == 1
