@@ -12,6 +12,8 @@ A case is a folder holding `case.yaml`:
                               # cozystack-values Secret that the parent case's
                               # post-rendered output puts in this release's
                               # namespace (what Flux's valuesFrom hands the chart)
+    expect_error: "must be"   # optional: the render (or post-render) must fail
+                              # with a message containing this; no expected files
 
 and the expected `raw.yaml` (Helm's output) and `rendered.yaml` (after the
 post-renderer), each normalised: one document per object, ordered by
@@ -38,7 +40,8 @@ CASE_FILE = "case.yaml"
 RAW_FILE = "raw.yaml"
 RENDERED_FILE = "rendered.yaml"
 EXPECTED_FILES = (RAW_FILE, RENDERED_FILE)
-_CASE_KEYS = {"chart", "release", "namespace", "values", "set", "inline", "parent", "description"}
+_CASE_KEYS = {"chart", "release", "namespace", "values", "set", "inline", "parent", "description",
+              "expect_error"}
 
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -47,6 +50,10 @@ PostRender = Callable[[bytes], tuple[bytes, list[str]]]
 
 class CaseError(Exception):
     """A case that cannot be run (bad case.yaml, render or post-render failure)."""
+
+
+class RenderFailure(CaseError):
+    """Helm or the post-renderer refused the case's values (what expect_error matches)."""
 
 
 # ---------------------------------------------------------------- normalising
@@ -123,14 +130,15 @@ class Case:
     sets: list[str]
     inline: dict[str, Any]
     parent: Path | None
+    expect_error: str | None = None
 
     @property
     def name(self) -> str:
         return self.path.name
 
     def referenced_files(self) -> set[Path]:
-        return {self.path / CASE_FILE, *self.values_files,
-                *(self.path / f for f in EXPECTED_FILES)}
+        expected = () if self.expect_error is not None else EXPECTED_FILES
+        return {self.path / CASE_FILE, *self.values_files, *(self.path / f for f in expected)}
 
 
 def _find_chart(case_dir: Path, chart: str) -> Path:
@@ -165,6 +173,10 @@ def load_case(case_dir: Path) -> Case:
         raise CaseError(f"{case_dir / CASE_FILE}: 'set' is a list of KEY=VALUE strings")
     if not isinstance(inline, dict):
         raise CaseError(f"{case_dir / CASE_FILE}: 'inline' is a mapping of values")
+    expect_error = spec.get("expect_error")
+    if expect_error is not None and (not isinstance(expect_error, str) or not expect_error):
+        raise CaseError(f"{case_dir / CASE_FILE}: 'expect_error' is a non-empty string "
+                        "(a part of the expected error message)")
     parent = spec.get("parent")
     return Case(
         path=case_dir,
@@ -175,6 +187,7 @@ def load_case(case_dir: Path) -> Case:
         sets=list(sets),
         inline=inline,
         parent=(case_dir / parent).resolve() if isinstance(parent, str) else None,
+        expect_error=expect_error,
     )
 
 
@@ -247,15 +260,33 @@ class _Runner:
         try:
             case = load_case(case_dir)
             result = CaseResult(case)
-            try:
-                self._render(result)
-                self._check(result)
-            except CaseError as err:
-                result.problems.append(str(err))
+            if case.expect_error is not None:
+                self._expect_error(result, case.expect_error)
+            else:
+                try:
+                    self._render(result)
+                    self._check(result)
+                except CaseError as err:
+                    result.problems.append(str(err))
         finally:
             self.running.discard(case_dir)
         self.results[case_dir] = result
         return result
+
+    def _expect_error(self, result: CaseResult, expected: str) -> None:
+        """Pass when rendering fails with `expected` in the message; nothing is written."""
+        try:
+            self._render(result)
+        except RenderFailure as err:
+            if expected not in str(err):
+                result.problems.append(f"expected an error containing {expected!r}, got: {err}")
+            return
+        except CaseError as err:  # the case could not be run at all (e.g. its parent)
+            result.problems.append(str(err))
+            return
+        result.problems.append(f"rendered without error, expected an error containing "
+                               f"{expected!r}")
+        result.raw = result.rendered = ""  # a child case must not build on it
 
     def _render(self, result: CaseResult) -> None:
         case = result.case
@@ -272,8 +303,13 @@ class _Runner:
             result.values = rendering.merge_values(base, user)
             raw = rendering.template(case.chart, result.values, case.release, case.namespace)
         except rendering.RenderError as err:
-            raise CaseError(f"render failed: {err}") from None
-        output, warnings = self.post_render(raw)
+            raise RenderFailure(f"render failed: {err}") from None
+        try:
+            output, warnings = self.post_render(raw)
+        except RenderFailure:
+            raise
+        except CaseError as err:
+            raise RenderFailure(str(err)) from None
         result.raw, result.rendered = raw.decode("utf-8"), output.decode("utf-8")
         result.warnings.extend(f"post-render: {w}" for w in warnings)
 

@@ -48,7 +48,12 @@ def test_raw_output_is_byte_identical_to_helm4(report: golden.GoldenReport, helm
         values.write_text(json.dumps(result.values))
         proc = subprocess.run(
             [str(helm4), "template", result.case.release, str(result.case.chart),
-             "-n", result.case.namespace, "-f", str(values)], capture_output=True, check=True)
+             "-n", result.case.namespace, "-f", str(values)], capture_output=True)
+        if result.case.expect_error is not None:  # Helm itself refuses it, with that message
+            assert proc.returncode != 0 and result.raw == "", result.case.path
+            assert result.case.expect_error in proc.stderr.decode(), result.case.path
+            continue
+        assert proc.returncode == 0, proc.stderr
         assert proc.stdout.decode() == result.raw, result.case.path
 
 
@@ -210,3 +215,88 @@ def test_a_folder_without_cases_fails(tmp_path):
     report = run_golden(tmp_path)
     assert not report.ok
     assert report.errors == [f"no cases (case.yaml) under {tmp_path}"]
+
+
+# ---------------------------------------------------------------- expect_error
+
+def test_project_error_cases(report: golden.GoldenReport) -> None:
+    cases = {r.case.name: r for r in report.results if r.case.expect_error is not None}
+    assert {"bad-release-two-dashes", "bad-release-no-prefix", "bad-namespace"} <= set(cases)
+    for result in cases.values():
+        assert result.ok and result.raw == result.rendered == ""
+        assert not (result.case.path / "raw.yaml").exists()
+        assert not (result.case.path / "rendered.yaml").exists()
+
+
+def error_case(cases: Path, expect: str, values: str = "name: cm\nport: 80\n") -> Path:
+    case = cases / "bad"
+    case.mkdir()
+    (case / "case.yaml").write_text("chart: charts/demo\nrelease: r\nnamespace: ns\n"
+                                    f"values: [values.yaml]\nexpect_error: {json.dumps(expect)}\n")
+    (case / "values.yaml").write_text(values)
+    return case
+
+
+def test_expect_error_passes_on_a_matching_render_error(tmp_path: Path) -> None:
+    cases = make_cases(tmp_path)
+    (cases.parent / "charts" / "demo" / "templates" / "fail.yaml").write_text(
+        '{{- if .Values.boom }}{{ fail "boom requested" }}{{ end }}\n')
+    case = error_case(cases, "boom requested", "name: cm\nport: 80\nboom: true\n")
+    report = golden.run_golden(cases, update=True, post_render=identity)
+    bad = next(r for r in report.results if r.case.path == case.resolve())
+    assert bad.ok and bad.written == [] and not (case / "raw.yaml").exists()
+    assert golden.run_golden(cases, post_render=identity).ok
+    (case / "case.yaml").write_text((case / "case.yaml").read_text().replace(
+        "boom requested", "another message"))
+    bad = next(r for r in golden.run_golden(cases, post_render=identity).results
+               if r.case.path == case.resolve())
+    assert not bad.ok and "expected an error containing 'another message', got: " \
+        "render failed" in bad.problems[0] and "boom requested" in bad.problems[0]
+
+
+def test_expect_error_fails_when_the_render_succeeds(tmp_path: Path) -> None:
+    cases = make_cases(tmp_path)
+    case = error_case(cases, "anything")
+    report = golden.run_golden(cases, update=True, post_render=identity)
+    bad = next(r for r in report.results if r.case.path == case.resolve())
+    assert bad.problems == ["rendered without error, expected an error containing 'anything'"]
+    assert bad.written == [] and not (case / "rendered.yaml").exists()
+
+
+def test_expect_error_matches_post_render_errors(tmp_path: Path) -> None:
+    cases = make_cases(tmp_path)
+    case = error_case(cases, "post-render failed: no ConfigMaps")
+
+    def refuse(data: bytes) -> tuple[bytes, list[str]]:
+        raise golden.CaseError("post-render failed: no ConfigMaps")
+
+    bad = next(r for r in golden.run_golden(cases, post_render=refuse).results
+               if r.case.path == case.resolve())
+    assert bad.ok
+
+
+def test_expected_files_in_an_error_case_are_stale(tmp_path: Path) -> None:
+    cases = make_cases(tmp_path)
+    case = error_case(cases, "a problem", "name: cm\nport: [\n")
+    (case / "raw.yaml").write_text("---\n")
+    report = golden.run_golden(cases, post_render=identity)
+    assert report.stale == [(case / "raw.yaml").resolve()]
+    assert not report.ok
+
+
+@pytest.mark.parametrize("value", ["''", "1", "[a]"])
+def test_expect_error_must_be_a_string(tmp_path: Path, value: str) -> None:
+    cases = make_cases(tmp_path)
+    case = error_case(cases, "x")
+    (case / "case.yaml").write_text((case / "case.yaml").read_text().replace('"x"', value))
+    report = golden.run_golden(cases, post_render=identity)
+    assert any("'expect_error' is a non-empty string" in e for e in report.errors)
+
+
+def test_cli_reports_error_cases(tmp_path: Path) -> None:
+    cases = make_cases(tmp_path)
+    error_case(cases, "nope, not this", "name: cm\nport: 80\nunknown: {\n")
+    proc = subprocess.run([sys.executable, "-m", "cozyrender", "golden", str(cases), "--update"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 1 and "FAIL  bad" in proc.stdout and "Traceback" not in proc.stderr
+    assert "expected an error containing 'nope, not this', got: render failed" in proc.stdout
