@@ -212,3 +212,10 @@ def test_comments_next_to_edited_keys_stay():
     out, docs = rendered(stream)
     assert "  # the labels\n" in out and "    # keep me\n" in out and "values.yaml: |  # platform values\n" in out
     assert secret_values(docs) == {"_cluster": {}, "foo": 1, "_namespace": {"vgpu": True}}
+
+
+def test_a_list_item_whose_content_starts_below_its_dash_is_removed_whole():
+    stream = ("kind: List\nitems:\n-\n  apiVersion: v1\n  kind: ResourceQuota\n  metadata: {name: q, namespace: t}\n"
+              "  spec:\n    hard: {gpuclass.cozystack.io/devices: 1}\n- kind: ConfigMap\n  metadata: {name: c}\n")
+    out, (doc,) = rendered(stream)
+    assert doc["items"] == [{"kind": "ConfigMap", "metadata": {"name": "c"}}]

@@ -17,7 +17,6 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from cozyrender.postrender.errors import EditError
 
 STR_TAG = "tag:yaml.org,2002:str"
-BOOL_TAG = "tag:yaml.org,2002:bool"
 NULL_TAG = "tag:yaml.org,2002:null"
 
 Value = str | bool | dict
@@ -101,11 +100,10 @@ class Editor:
         doomed = set(indices)
         if not doomed:
             return
-        kept = [entry for index, entry in enumerate(mapping.value) if index not in doomed]
         if mapping.flow_style:
             self._delete_flow(mapping, [(k, v) for k, v in mapping.value], doomed, "{}")
             return
-        if not kept:
+        if len(doomed) == len(mapping.value):
             self._empty_block(mapping, owner, "{}")
             return
         for index in sorted(doomed):
@@ -189,16 +187,14 @@ class Editor:
         doomed = set(indices)
         if not doomed:
             return
-        kept = [item for index, item in enumerate(sequence.value) if index not in doomed]
         if sequence.flow_style:
             self._delete_flow(sequence, [(item, item) for item in sequence.value], doomed, "[]")
             return
-        if not kept:
+        if len(doomed) == len(sequence.value):
             self._empty_block(sequence, owner, "[]")
             return
         for index in sorted(doomed):
-            item = sequence.value[index]
-            self.replace(self._line_start(item.start_mark.index), self.content_end(item), "")
+            self.replace(*self.item_span(sequence, index), "")  # from the dash's line, wherever the item starts
 
     # -- sequence items, exactly (the comments between items stay) --------
 
