@@ -106,17 +106,32 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
             return None
     source = source_of(data, chunk)
     try:
-        root = yaml.compose(text, Loader=Loader)
-    except yaml.YAMLError as err:  # check_chunk passed it: a parser disagreement
-        raise PostRenderError(f"invalid YAML: {describe_yaml_error(err)}", chunk.number, source) from None
+        root, shared = compose_checked(text, checked=True)
+    except SyntaxProblem as err:
+        raise PostRenderError(str(err), chunk.number, source) from None
     if root is None:
         return None  # empty, or comments only
-    problem, shared = structure_problem(root)
-    if problem:
-        raise PostRenderError(problem, chunk.number, source)
     document = Document(chunk, source, Editor(text), root)
     document.shared = shared
     return document
+
+
+def compose_checked(text: str, checked: bool = False) -> tuple[Node | None, bool]:
+    """One YAML document composed after the checks every chunk gets (unless
+    `checked` says they ran): (its root, None when empty; whether it uses
+    aliases or merge keys). Raises SyntaxProblem."""
+    if not checked:
+        check_chunk(text.encode("utf-8"))
+    try:
+        root = yaml.compose(text, Loader=Loader)
+    except yaml.YAMLError as err:  # check_chunk passed it: a parser disagreement
+        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
+    if is_null(root):
+        return None, False
+    problem, shared = structure_problem(root)
+    if problem:
+        raise SyntaxProblem(problem)
+    return root, shared
 
 
 def kube_objects(document: Document) -> list[KubeObject]:

@@ -14,9 +14,9 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from cozyrender import values_secret
 from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL, label_value
 from cozyrender.postrender import rules
-from cozyrender.postrender.document import SHARED_NODES, KubeObject, Loader, structure_problem
+from cozyrender.postrender.document import SHARED_NODES, KubeObject, compose_checked
 from cozyrender.postrender.errors import EditError
-from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
+from cozyrender.postrender.syntax import SyntaxProblem, describe_yaml_error
 from cozyrender.postrender.yamledit import STR_TAG, Editor, child, find_entry, is_null
 
 
@@ -31,32 +31,45 @@ class Facts:
         self.kept_quota_ns: set = set()
 
 
-def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> bool:
-    """Record what `obj` tells the rules; True when a rule may edit it."""
+# What `gather` says of an object: a rule edits it, or may, once every fact is in.
+EDIT = ("edit", None)
+
+
+def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> tuple[str, object] | None:
+    """Record what `obj` tells the rules; say whether a rule edits it (EDIT),
+    may edit it depending on facts still to come ((kind, namespace)), or not (None)."""
     kind = obj.kind
     if kind == "Namespace":
         entitled = _entitlement(obj)
         if entitled is None:
-            return False
+            return None
         name = obj.metadata.get("name")
         if name in facts.entitlements:
             raise obj.document.error(f"{obj.label}: a second Namespace document for the same tenant")
         facts.entitlements[name] = entitled
-        return True
+        return EDIT
     if kind == "ResourceQuota":
         decision = _quota_decision(obj)
         if decision is None:
-            return False
+            return None
         for key, reason in decision.malformed:
-            warnings.append(_where(obj) + f": removed malformed GPU budget key {key!r} from {obj.label} ({reason})")
+            warnings.append(obj.document.error(f"removed malformed GPU budget key {key!r} from {obj.label} ({reason})").message)
         if decision.drop:
             facts.dropped_quota_ns.add(obj.namespace)
-        elif decision.keys:
+        elif decision.keeps:
             facts.kept_quota_ns.add(obj.namespace)
-        return decision.changed
+        return EDIT if decision.changed else None
+    if kind == "LimitRange" or values_secret.is_values_secret(obj.data):
+        return (kind, obj.namespace)  # its fate waits for every quota, or its Namespace
+    return None
+
+
+def needs_edit(wait: tuple[str, object], facts: Facts) -> bool:
+    """Whether an object `gather` put on hold is edited, now that every fact is in."""
+    kind, namespace = wait
     if kind == "LimitRange":
-        return True  # its fate waits for every quota of its namespace
-    return kind == "Secret" and obj.metadata.get("name") == values_secret.SECRET_NAME
+        return rules.limit_ranges_dropped(namespace, facts.dropped_quota_ns, facts.kept_quota_ns)
+    return kind == "edit" or namespace in facts.entitlements
 
 
 def edit(obj: KubeObject, facts: Facts) -> None:
@@ -68,7 +81,7 @@ def edit(obj: KubeObject, facts: Facts) -> None:
     elif kind == "LimitRange":
         if rules.limit_ranges_dropped(obj.namespace, facts.dropped_quota_ns, facts.kept_quota_ns):
             _drop(obj)
-    elif kind == "Secret" and obj.metadata.get("name") == values_secret.SECRET_NAME and obj.namespace in facts.entitlements:
+    elif values_secret.is_values_secret(obj.data) and obj.namespace in facts.entitlements:
         _filter_values_secret(obj, facts.entitlements[obj.namespace])
 
 
@@ -163,13 +176,7 @@ def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
 def edit_values(text: str, entitled: bool) -> str:
     """A tenant's values.yaml with `_namespace.vgpu` and `_cluster.gpu-vgpu`
     made right; the rest as written."""
-    check_chunk(text.encode("utf-8"))  # one mapping document, no duplicate keys, safe tags
-    root = yaml.compose(text, Loader=Loader)
-    if is_null(root):
-        root = None
-    problem, shared = structure_problem(root) if root is not None else (None, False)
-    if problem:
-        raise rules.RuleError(problem)
+    root, shared = compose_checked(text)
     values = SafeConstructor().construct_document(root) if root is not None else None
     decision = rules.decide_values(values, entitled)
     if not decision.changed:
@@ -237,8 +244,3 @@ def _check_mapping_field(obj: KubeObject, name: str) -> None:
 def _requote(node: ScalarNode, new_value: str) -> str:
     quote = node.style if node.style in ("'", '"') else ""
     return f"{quote}{new_value}{quote}"
-
-
-def _where(obj: KubeObject) -> str:
-    where = f"document {obj.document.chunk.number}"
-    return f"{where} ({obj.document.source})" if obj.document.source else where

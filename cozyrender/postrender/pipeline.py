@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cozyrender.postrender.document import kube_objects, read_document
 from cozyrender.postrender.errors import EditError
-from cozyrender.postrender.filters import Facts, commit_list_drops, edit, gather
+from cozyrender.postrender.filters import Facts, commit_list_drops, edit, gather, needs_edit
 from cozyrender.postrender.stream import Chunk, split_chunks
 
 
@@ -42,11 +42,14 @@ def plan_output(data: bytes) -> tuple[list[Chunk], list[int | bytes], list[str]]
     chunks = split_chunks(data)
     facts = Facts()
     warnings: list[str] = []
-    pending: set[int] = set()
+    waiting: dict[int, list] = {}
     for index, chunk in enumerate(chunks):
         document = read_document(data, chunk)
-        if document is not None and any([gather(obj, facts, warnings) for obj in kube_objects(document)]):
-            pending.add(index)
+        if document is not None:
+            waits = [wait for obj in kube_objects(document) if (wait := gather(obj, facts, warnings))]
+            if waits:
+                waiting[index] = waits
+    pending = {index for index, waits in waiting.items() if any(needs_edit(wait, facts) for wait in waits)}
     plan: list[int | bytes] = []
     for index, chunk in enumerate(chunks):
         if index not in pending:
@@ -58,11 +61,11 @@ def plan_output(data: bytes) -> tuple[list[Chunk], list[int | bytes], list[str]]
             for obj in objects:
                 edit(obj, facts)
             commit_list_drops(objects)
-            edited = document.editor.result() if document.editor.changed and not document.dropped else None
+            if document.dropped:
+                continue
+            edited = document.editor.result() if document.editor.changed else None
         except EditError as err:
             raise document.error(str(err)) from None
-        if document.dropped:
-            continue
         if edited is not None and (reason := document.uneditable()):
             raise document.error(reason)
         plan.append(index if edited is None else edited.encode("utf-8"))

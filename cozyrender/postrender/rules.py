@@ -26,10 +26,11 @@ class RuleError(ValueError):
     """Input a rule refuses; the pipeline names the document."""
 
 
-class QuotaDecision(namedtuple("QuotaDecision", "keys removed malformed drop")):
-    """What happens to one ResourceQuota's `spec.hard`: its keys, the budget
-    keys taken out (document order), the malformed ones among them as
-    (key, reason), and whether nothing ordinary is left so the whole quota goes."""
+class QuotaDecision(namedtuple("QuotaDecision", "removed malformed drop keeps")):
+    """What happens to one ResourceQuota's `spec.hard`: the budget keys taken
+    out (document order), the malformed ones among them as (key, reason),
+    whether nothing ordinary is left so the whole quota goes, and whether it
+    stays holding keys."""
 
     __slots__ = ()
 
@@ -46,7 +47,8 @@ def decide_quota(hard_keys: list) -> QuotaDecision:
     malformed = tuple(
         (key, problem) for key in removed if (problem := quota_key_problem(key)) is not None
     )
-    return QuotaDecision(tuple(hard_keys), removed, malformed, drop=bool(removed) and len(removed) == len(hard_keys))
+    drop = bool(removed) and len(removed) == len(hard_keys)
+    return QuotaDecision(removed, malformed, drop, keeps=bool(hard_keys) and not drop)
 
 
 def limit_ranges_dropped(namespace: str | None, dropped_quota_ns: set, kept_quota_ns: set) -> bool:
