@@ -112,6 +112,16 @@ def test_unknown_platform_vgpu_is_off_with_a_warning(tmp_path):
     assert code == 1 and "--platform-vgpu" in answer["warnings"][0]
 
 
+def test_unknown_platform_vgpu_warns_once_for_two_vgpu_classes(tmp_path):
+    # Regression: the warning was appended once per vgpu class named.
+    other = gpuclass("a100-8c", "nvidia.com/GRID_A100_8C", mode="vgpu")
+    write = vm("tenant-a", "desktop", [{"class": "a100-4c"}, {"class": "a100-8c"}])
+    code, answer = run_check_json(tmp_path, _vgpu_state(None)[1:] + [other], write)
+    assert code == 1 and len(answer["reasons"]) == 2
+    assert [w for w in answer["warnings"] if "--platform-vgpu" in w] == [answer["warnings"][0]]
+    assert len(answer["warnings"]) == 1
+
+
 def test_gpuclass_create_is_validated(tmp_path):
     assert run_check_json(tmp_path, [], gpuclass("h100", "nvidia.com/H100", created=None))[0] == 0
     bad = gpuclass("H100", "h100.gpuclass.cozystack.io/devices", created=None)

@@ -50,45 +50,43 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
     state; when neither says, the platform counts as not entitled (a
     warning says so)."""
     from cozyrender.gpuclass.classes import mode
-    from cozyrender.gpuclass.conflicts import find_conflicts
 
     if not workload.entries:
         return Decision()
-    conflicts = find_conflicts(state.gpuclasses.values()) if state.gpuclasses else {}
     reasons: list[Reason] = []
     warnings: list[str] = []
-    seen: set[str] = set()
+    names: dict[str, int] = {}  # class name -> index of the first entry naming it
     for entry in workload.entries:
-        name = entry.gpu_class
-        if name in seen:
-            continue
-        seen.add(name)
-        field = f"spec.gpus[{entry.index}].class"
+        names.setdefault(entry.gpu_class, entry.index)
+    if not state.gpuclasses:
+        for name, index in names.items():
+            reasons.append(Reason(f"spec.gpus[{index}].class", f"Invalid: GPU class {name!r}: {NO_CLASSES}"))
+        return Decision(tuple(reasons))
+    platform = platform_vgpu if platform_vgpu is not None else state.platform_vgpu
+    if platform is None and any(
+        name in state.gpuclasses and name not in state.conflicts and mode(state.gpuclasses[name]) == "vgpu"
+        for name in names
+    ):
+        warnings.append(
+            "the platform's vGPU setting is not in the state (the tenant-root Namespace's label or "
+            "tenant-root/cozystack-values): treated as off; pass --platform-vgpu to set it"
+        )
+    for name, index in names.items():
+        field = f"spec.gpus[{index}].class"
         gpuclass = state.gpuclasses.get(name)
-        if not state.gpuclasses:
-            reasons.append(Reason(field, f"Invalid: GPU class {name!r}: {NO_CLASSES}"))
-            continue
         if gpuclass is None:
             reasons.append(Reason(field, f"Invalid: GPU class {name!r} does not exist"))
             continue
-        if name in conflicts:
-            reasons.append(Reason(field, f"Forbidden: {conflicts[name]}"))
+        if name in state.conflicts:
+            reasons.append(Reason(field, f"Forbidden: {state.conflicts[name]}"))
             continue
-        if mode(gpuclass) == "vgpu":
-            platform = platform_vgpu if platform_vgpu is not None else state.platform_vgpu
-            if platform is None:
-                warnings.append(
-                    "the platform's vGPU setting is not in the state (the tenant-root Namespace's label or "
-                    "tenant-root/cozystack-values): treated as off; pass --platform-vgpu to set it"
-                )
-                platform = False
-            if not namespace_entitled(state, workload.namespace, platform):
-                reasons.append(Reason(
-                    field,
-                    f"Forbidden: GPU class {name!r} is a vGPU class and namespace {workload.namespace} is not "
-                    "entitled to vGPU (each tenant from the root down must set spec.gpu.vgpu, "
-                    f"and the platform's gpu.vgpu must be on: it is {'on' if platform else 'off'})",
-                ))
+        if mode(gpuclass) == "vgpu" and not namespace_entitled(state, workload.namespace, bool(platform)):
+            reasons.append(Reason(
+                field,
+                f"Forbidden: GPU class {name!r} is a vGPU class and namespace {workload.namespace} is not "
+                "entitled to vGPU (each tenant from the root down must set spec.gpu.vgpu, "
+                f"and the platform's gpu.vgpu must be on: it is {'on' if platform else 'off'})",
+            ))
     return Decision(tuple(reasons), tuple(warnings))
 
 

@@ -23,9 +23,13 @@ from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import TYPE_CHECKING
 
 from cozyrender.keys import ALL_CLASSES_KEY, BudgetKey
 from cozyrender.kube.shape import ShapeError, got, mapping
+
+if TYPE_CHECKING:
+    from cozyrender.gpuclass.conflicts import Conflict
 
 from .model import (
     KUBERNETES_NODES,
@@ -75,7 +79,9 @@ class BudgetState:
     - `usage`: namespace -> usage under the keys its ordinary pool root declares
     - `quotas`, `pods`: namespace -> its ResourceQuotas / Pods, read again
       only for a key no pool root above the namespace declares
-    - `gpuclasses`: GPUClass name -> object; `platform_vgpu`: the root's
+    - `gpuclasses`: GPUClass name -> object; `conflicts`: class name -> its
+      Conflict, for the classes in conflict over their resource name;
+      `platform_vgpu`: the root's
       vGPU entitlement read from the state (None when the state holds neither
       the tenant-root Namespace label nor the platform values)
     """
@@ -91,6 +97,7 @@ class BudgetState:
     pool_usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     gpuclasses: dict[str, dict] = field(default_factory=dict)
+    conflicts: dict[str, Conflict] = field(default_factory=dict)
     platform_vgpu: bool | None = None
     tenant_objects: dict[tuple[str, str], dict] = field(default_factory=dict)
     ordinary_charge: dict[str, dict[str, Fraction]] = field(default_factory=dict)
@@ -338,6 +345,10 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
                 namespace_label = bool(flag_value(labels[VGPU_LABEL]))
         elif kind == "Secret" and group == "" and (namespace, name) == (ROOT_NAMESPACE, "cozystack-values"):
             values_vgpu = _platform_vgpu_from_values(obj)
+    if state.gpuclasses:
+        from cozyrender.gpuclass.conflicts import find_conflicts
+
+        state.conflicts = find_conflicts(state.gpuclasses.values())
     # The label is what the platform rendered; the values are its input.
     state.platform_vgpu = namespace_label if namespace_label is not None else values_vgpu
 
