@@ -13,6 +13,7 @@ from cozyrender.budgets import (
     BudgetInputError,
     audit,
     budget_charge,
+    check_tenant_declaration,
     check_write,
     growth,
     index_state,
@@ -246,6 +247,8 @@ def test_gate_refuses_invalid_values_and_dashed_names():
     decision = check_write(state, tenant("b", "tenant-a", quotas={A100: "1.5", "cpu": "lots"}))
     assert sorted(r.field for r in decision.reasons) == [f'spec.resourceQuotas["{A100}"]', 'spec.resourceQuotas["cpu"]']
     assert check_write(state, tenant("b-c", "tenant-a")).reasons[0].field == "metadata.name"
+    # The exported gate refuses it too, not only the dispatcher.
+    assert check_tenant_declaration(state, tenant("b-c", "tenant-a")).reasons[0].field == "metadata.name"
 
 
 def test_root_tenant_has_nothing_above_it():

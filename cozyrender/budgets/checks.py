@@ -137,9 +137,10 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
     """The declaration gate for a Tenant write (create, or update of the
     Tenant with the same namespace and name in `state`).
 
-    Malformed keys in the budget domain, invalid budget values, ordinary
-    values that are not non-negative quantities and two ordinary keys
-    rendering to one quota key are refused. Then:
+    A tenant name containing '-' (the namespace chain is read from
+    namespace names), malformed keys in the budget domain, invalid budget
+    values, ordinary values that are not non-negative quantities and two
+    ordinary keys rendering to one quota key are refused. Then:
 
     - its own pool, for every tenant (the root included): a budget key it
       newly declares must hold what its pool already holds (reservations
@@ -159,6 +160,11 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
     """
     child = parse_declaration(tenant)
     answer = _Answer()
+    if "-" in child.tenant:
+        answer.reasons.append(Reason(
+            "metadata.name",
+            f"Invalid: tenant name {child.tenant!r} contains '-': the namespace chain is read from namespace names",
+        ))
     for key, problem in child.problems:
         answer.reasons.append(Reason(quota_field(key), f"Invalid: {problem}"))
     before = state.declarations.get(child.namespace)

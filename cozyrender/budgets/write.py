@@ -11,14 +11,13 @@ from collections.abc import Mapping
 
 from cozyrender.kube.shape import ShapeError, got
 
-from .checks import Decision, Reason, check_tenant_declaration, check_workload_budget
+from .checks import Decision, check_tenant_declaration, check_workload_budget
 from .index import BudgetState
 from .model import (
     TENANT,
     WORKLOAD_KINDS,
     api_group,
     is_apps_object,
-    metadata_name_namespace,
     parse_workload,
 )
 
@@ -38,16 +37,7 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
     if not isinstance(kind, str) and kind is not None:
         raise ShapeError.at(obj, "kind", f"is not a string (got {got(kind)})")
     if is_apps_object(obj, TENANT):
-        metadata_name_namespace(obj)
-        decision = check_tenant_declaration(state, obj)
-        name = obj["metadata"]["name"]
-        if "-" in name:
-            decision = Decision(
-                (Reason("metadata.name", f"Invalid: tenant name {name!r} contains '-': "
-                        "the namespace chain is read from namespace names"),) + decision.reasons,
-                decision.warnings,
-            )
-        return decision
+        return check_tenant_declaration(state, obj)
     if kind in WORKLOAD_KINDS and is_apps_object(obj, kind):
         from .classes import check_workload_classes
 
