@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
-from cozyrender.keys import ALL_CLASSES_KEY, BudgetKey
+from cozyrender.keys import BudgetKey
 from cozyrender.kube.shape import ShapeError, got, mapping
 
 if TYPE_CHECKING:
@@ -65,7 +65,6 @@ class BudgetState:
     """The indexed state. Build it with `index_state`; treat it as read-only.
 
     - `declarations`: tenant namespace -> its Tenant's Declaration
-    - `tenants`: (created-in namespace, tenant name) -> the namespace it owns
     - `workloads`: (kind, namespace, name) -> Workload
     - `reserved`: namespace -> class -> devices reserved there
     - `children`: namespace -> the known child namespaces (by name)
@@ -87,7 +86,6 @@ class BudgetState:
     """
 
     declarations: dict[str, Declaration] = field(default_factory=dict)
-    tenants: dict[tuple[str, str], str] = field(default_factory=dict)
     workloads: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
     reserved: dict[str, dict[str, int]] = field(default_factory=dict)
     children: dict[str, set[str]] = field(default_factory=dict)
@@ -99,7 +97,6 @@ class BudgetState:
     gpuclasses: dict[str, dict] = field(default_factory=dict)
     conflicts: dict[str, Conflict] = field(default_factory=dict)
     platform_vgpu: bool | None = None
-    tenant_objects: dict[tuple[str, str], dict] = field(default_factory=dict)
     ordinary_charge: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     quotas: dict[str, list[Mapping]] = field(default_factory=dict)
     pods: dict[str, list[Mapping]] = field(default_factory=dict)
@@ -318,8 +315,6 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
                     obj, "", f"namespace {declaration.namespace} is also owned by Tenant {other.created_in}/{other.tenant}"
                 )
             state.declarations[declaration.namespace] = declaration
-            state.tenants[(declaration.created_in, declaration.tenant)] = declaration.namespace
-            state.tenant_objects[(declaration.created_in, declaration.tenant)] = obj  # type: ignore[assignment]
         elif kind in (VM_INSTANCE, KUBERNETES_NODES) and group == "apps.cozystack.io":
             workload = parse_workload(obj)
             state.workloads[workload.identity] = workload
@@ -437,4 +432,4 @@ _INDEXED_KINDS = frozenset({
     TENANT, VM_INSTANCE, KUBERNETES_NODES, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",
 })
 
-__all__ = ["ALL_CLASSES", "ALL_CLASSES_KEY", "BudgetState", "Contribution", "budget_charge", "index_state"]
+__all__ = ["ALL_CLASSES", "BudgetState", "Contribution", "budget_charge", "index_state"]

@@ -30,7 +30,7 @@ from cozyrender.keys import (
     parse_budget_value,
 )
 from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
-from cozyrender.kube.shape import ShapeError, as_mapping, mapping, ref, string
+from cozyrender.kube.shape import ShapeError, as_mapping, mapping, string
 
 from .tree import owned_namespace
 from .usage import usage_key
@@ -63,9 +63,6 @@ def _group_of(api_version: str) -> str:
 
 def is_apps_object(obj: Mapping, kind: str) -> bool:
     return obj.get("kind") == kind and api_group(obj) == APPS_GROUP
-
-
-object_ref = ref  # `Kind namespace/name`, whatever the object holds
 
 
 def metadata_name_namespace(obj: Mapping) -> tuple[str, str]:
