@@ -32,9 +32,9 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from cozyrender.postrender.yamledit import Editor, find_entry, is_null, quote
+from cozyrender.yamlio import MERGE_TAG, SafeLoader, dump_readable
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-MERGE_TAG = "tag:yaml.org,2002:merge"
+_Loader = SafeLoader
 
 MARKER = "# cozyrender flux: generated from the chart and values; regenerate, do not edit"
 HELMRELEASE_API = "helm.toolkit.fluxcd.io/v2"
@@ -197,21 +197,8 @@ def target_for(key: ObjectKey, keys: Sequence[ObjectKey]) -> dict[str, str]:
                     "(another object has the same kind, name and no namespace)")
 
 
-class _PatchDumper(yaml.SafeDumper):
-    """Block style; multi-line strings (values.yaml) as literal blocks."""
-
-
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_PatchDumper.add_representer(str, _str)
-
-
 def _dump(value: object) -> str:
-    return yaml.dump(value, Dumper=_PatchDumper, sort_keys=False, default_flow_style=False,
-                     allow_unicode=True, width=1 << 16)
+    return dump_readable(value)  # multi-line strings (values.yaml) as literal blocks
 
 
 def _block_safe(op: dict) -> dict:

@@ -35,6 +35,7 @@ from cozyrender import render as rendering
 from cozyrender import validate
 from cozyrender.values_secret import SECRET_NAME as VALUES_SECRET
 from cozyrender.values_secret import ValuesSecretError, is_values_secret, read_values
+from cozyrender.yamlio import SafeLoader, dump_readable
 
 CASE_FILE = "case.yaml"
 RAW_FILE = "raw.yaml"
@@ -43,7 +44,7 @@ EXPECTED_FILES = (RAW_FILE, RENDERED_FILE)
 _CASE_KEYS = {"chart", "release", "namespace", "values", "set", "inline", "parent", "description",
               "expect_error"}
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Loader = SafeLoader
 
 PostRender = Callable[[bytes], tuple[bytes, list[str]]]
 
@@ -58,16 +59,6 @@ class RenderFailure(CaseError):
 
 # ---------------------------------------------------------------- normalising
 
-class _Dumper(yaml.SafeDumper):
-    """Block style, multi-line strings as literal blocks, no line folding."""
-
-
-def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str_representer)
 
 
 def _sort_key(obj: Any) -> tuple[str, str, str]:
@@ -90,8 +81,7 @@ def normalise(text: str) -> list[tuple[str, str]]:
         seen[oid] = seen.get(oid, 0) + 1
         if seen[oid] > 1:
             oid = f"{oid}#{seen[oid]}"
-        body = yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                         allow_unicode=True, width=1 << 30)
+        body = dump_readable(obj, width=1 << 30)
         out.append((oid, body))
     return out
 

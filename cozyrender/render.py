@@ -22,10 +22,9 @@ from typing import Any
 
 import yaml
 
-try:  # libyaml when available: heads are parsed for every document
-    _Loader: type = yaml.CSafeLoader
-except AttributeError:  # pragma: no cover - PyYAML without libyaml
-    _Loader = yaml.SafeLoader
+from cozyrender.yamlio import SafeLoader
+
+_Loader = SafeLoader  # libyaml when available: heads are parsed for every document
 
 
 class RenderError(Exception):
@@ -56,7 +55,6 @@ HOOK_EVENTS = frozenset({
 
 # Go's regexp `(?:^|\s*\n)---\s*`: \s is ASCII whitespace without \v in RE2,
 # and `^` is the start of the text only.
-_GO_SPACE = "\t\n\f\r "
 _SEPARATOR = re.compile(r"(?:\A|[\t\n\f\r ]*\n)---[\t\n\f\r ]*")
 # Go's unicode.IsSpace, which strings.TrimSpace uses (Python's str.strip() differs).
 _GO_UNICODE_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006" \
@@ -74,8 +72,6 @@ class Manifest:
     path: str
     content: str
     kind: str
-    name: str = ""
-    hook: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,16 +141,14 @@ def sort_manifests(files: Mapping[str, str], ordering: Sequence[str] = INSTALL_O
             kind = kind if isinstance(kind, str) else ""
             metadata = head.get("metadata")
             metadata = metadata if isinstance(metadata, dict) else {}
-            name = metadata.get("name")
-            name = name if isinstance(name, str) else ""
             annotations = metadata.get("annotations")
             events = annotations.get(HOOK_ANNOTATION) if isinstance(annotations, dict) else None
             if events is None:
-                generic.append(Manifest(path, doc, kind, name))
+                generic.append(Manifest(path, doc, kind))
                 continue
             if not all(e.strip().lower() in HOOK_EVENTS for e in str(events).split(",")):
                 continue  # Helm skips documents with an unknown hook event
-            hooks.append(Manifest(path, doc, kind, name, hook=True))
+            hooks.append(Manifest(path, doc, kind))
     # list.sort is stable, like Go's sort.SliceStable.
     generic.sort(key=_kind_key(ordering))
     hooks.sort(key=_kind_key(ordering))
@@ -180,9 +174,6 @@ def merge_values(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str,
     return out
 
 
-# The --set family, in the order Helm's values.Options.MergeValues applies them
-# after the values files: --set-json, --set, --set-string, --set-file.
-SET_KINDS: tuple[str, ...] = ("json", "set", "string", "file")
 _SET_FLAGS = {"json": "--set-json", "set": "--set", "string": "--set-string",
               "file": "--set-file"}
 # Stands for "the value already there" in the expression that replays the

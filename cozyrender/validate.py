@@ -106,9 +106,10 @@ def validate_text(text: str, strict: bool = True) -> list[Finding]:
     """Validate every document of a multi-document YAML stream."""
     import yaml
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    from cozyrender.yamlio import SafeLoader
+
     try:
-        objects = list(yaml.load_all(text, Loader=loader))
+        objects = list(yaml.load_all(text, Loader=SafeLoader))
     except yaml.YAMLError as err:
         return [Finding("?", f"invalid YAML: {' '.join(str(err).split())}")]
     return validate_objects(objects, strict)

@@ -15,15 +15,11 @@ from cozyrender.postrender.errors import PostRenderError
 from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of
 from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
 from cozyrender.postrender.yamledit import Editor, find_entry, is_null
-
-try:
-    Loader = yaml.CSafeLoader
-except AttributeError:  # PyYAML without libyaml: same results, slower
-    Loader = yaml.SafeLoader
+from cozyrender.yamlio import MERGE_TAG
+from cozyrender.yamlio import SafeLoader as Loader
 
 # Nodes a document may expand to through aliases before it counts as a bomb.
 MAX_EXPANDED_NODES = 200_000
-MERGE_TAG = "tag:yaml.org,2002:merge"
 # An edit at one place of a shared node would show through its aliases, and
 # deleting an anchor would leave its aliases undefined: such documents are
 # passed through when no rule changes them, refused when one must.
