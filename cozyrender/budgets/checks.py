@@ -18,7 +18,13 @@ from fractions import Fraction
 from cozyrender.keys import BudgetKey
 
 from .index import ALL_CLASSES, BudgetState, budget_charge
-from .model import Declaration, Workload, parse_declaration, quota_field
+from .model import (
+    KUBERNETES_NODES,
+    Declaration,
+    Workload,
+    parse_declaration,
+    quota_field,
+)
 from .tree import parent_namespace
 from .usage import format_amount
 
@@ -78,7 +84,7 @@ def _growth_field(new: Workload, old: Workload | None, classes: set[str]) -> str
     only that changed, otherwise the first entry's count for those classes."""
     if (
         old is not None
-        and new.kind == "KubernetesNodes"
+        and new.kind == KUBERNETES_NODES
         and new.max_replicas > old.max_replicas
         and all(
             sum(e.count for e in new.entries if e.gpu_class == c) <= sum(e.count for e in old.entries if e.gpu_class == c)

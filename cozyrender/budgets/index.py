@@ -25,20 +25,23 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from cozyrender.gpuclass.classes import is_gpuclass
 from cozyrender.keys import BudgetKey
 from cozyrender.kube.shape import ShapeError, got, mapping
+from cozyrender.values_secret import is_values_secret
 
 if TYPE_CHECKING:
     from cozyrender.gpuclass.conflicts import Conflict
 
 from .model import (
+    APPS_GROUP,
     KUBERNETES_NODES,
     TENANT,
     VM_INSTANCE,
+    WORKLOAD_KINDS,
     Declaration,
     Workload,
     api_group,
-    is_apps_object,
     metadata_name_namespace,
     parse_declaration,
     parse_workload,
@@ -307,7 +310,7 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             continue
         seen[identity] = obj
         group = api_group(obj)
-        if kind == TENANT and is_apps_object(obj, TENANT):
+        if kind == TENANT and group == APPS_GROUP:
             declaration = parse_declaration(obj)
             other = state.declarations.get(declaration.namespace)
             if other is not None:
@@ -315,7 +318,7 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
                     obj, "", f"namespace {declaration.namespace} is also owned by Tenant {other.created_in}/{other.tenant}"
                 )
             state.declarations[declaration.namespace] = declaration
-        elif kind in (VM_INSTANCE, KUBERNETES_NODES) and group == "apps.cozystack.io":
+        elif kind in WORKLOAD_KINDS and group == APPS_GROUP:
             workload = parse_workload(obj)
             state.workloads[workload.identity] = workload
             if workload.reservations:
@@ -329,7 +332,7 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         elif kind == "ResourceQuota" and group == "":
             namespace, _ = metadata_name_namespace(obj)
             quotas.setdefault(namespace, []).append(obj)
-        elif kind == "GPUClass" and group == "cozystack.io":
+        elif is_gpuclass(obj):
             _check_gpuclass(obj)
             state.gpuclasses[name] = obj  # type: ignore[assignment]
         elif kind == "Namespace" and group == "" and name == ROOT_NAMESPACE:
@@ -338,7 +341,7 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             labels = mapping(meta, "labels", obj, "metadata")
             if VGPU_LABEL in labels:
                 namespace_label = bool(flag_value(labels[VGPU_LABEL]))
-        elif kind == "Secret" and group == "" and (namespace, name) == (ROOT_NAMESPACE, "cozystack-values"):
+        elif kind == "Secret" and group == "" and is_values_secret(obj, ROOT_NAMESPACE):
             values_vgpu = _platform_vgpu_from_values(obj)
     if state.gpuclasses:
         from cozyrender.gpuclass.conflicts import find_conflicts

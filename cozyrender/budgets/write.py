@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cozyrender.gpuclass.classes import is_gpuclass
 from cozyrender.kube.shape import ShapeError, got
 
 from .checks import Decision, check_tenant_declaration, check_workload_budget
@@ -16,7 +17,6 @@ from .index import BudgetState
 from .model import (
     TENANT,
     WORKLOAD_KINDS,
-    api_group,
     is_apps_object,
     parse_workload,
 )
@@ -45,7 +45,7 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
         classes = check_workload_classes(state, workload, platform_vgpu)
         budget = check_workload_budget(state, workload)
         return Decision(classes.reasons + budget.reasons, classes.warnings + budget.warnings)
-    if kind == "GPUClass" and api_group(obj) == "cozystack.io":
+    if is_gpuclass(obj):
         from .classes import check_gpuclass_write
 
         return check_gpuclass_write(state, obj)
