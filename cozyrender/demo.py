@@ -13,8 +13,8 @@ from pathlib import Path
 import yaml
 
 from cozyrender.entitlement import VGPU_LABEL
-from cozyrender.golden import CaseResult, run_golden
-from cozyrender.keys import in_budget_domain
+from cozyrender.golden import RAW_FILE, RENDERED_FILE, CaseResult, run_golden
+from cozyrender.keys import in_budget_domain, strip_quota_prefix
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "demo"
@@ -29,7 +29,7 @@ def summarise(result: CaseResult) -> dict[str, str]:
                       if o["kind"] == "Namespace" and VGPU_LABEL in (o["metadata"].get("labels") or {})), "-")
     raw_quota = next((o for o in raw if o["kind"] == "ResourceQuota"), None)
     quota = next((o for o in out if o["kind"] == "ResourceQuota"), None)
-    budgets = sorted({k.removeprefix("requests.").removeprefix("limits.")
+    budgets = sorted({strip_quota_prefix(k)
                       for k in ((raw_quota or {}).get("spec", {}).get("hard") or {}) if in_budget_domain(k)})
     if raw_quota is None:
         quota_state = "none declared"
@@ -70,11 +70,10 @@ def main() -> int:
     for result in results:
         folder = OUTPUT / result.case.name
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "raw.yaml").write_text(result.raw, encoding="utf-8")
-        (folder / "rendered.yaml").write_text(result.rendered, encoding="utf-8")
-        for warning in result.warnings:
-            if "post-render" in warning:
-                print(f"warning: {result.case.name}: {warning}", file=sys.stderr)
+        (folder / RAW_FILE).write_text(result.raw, encoding="utf-8")
+        (folder / RENDERED_FILE).write_text(result.rendered, encoding="utf-8")
+        for warning in result.post_render_warnings:
+            print(f"warning: {result.case.name}: post-render: {warning}", file=sys.stderr)
     print(f"\nFull manifests (Helm's raw output and the post-rendered one): {OUTPUT}/<case>/{{raw,rendered}}.yaml")
     failed = [r.case.name for r in report.results if not r.ok]
     if failed:

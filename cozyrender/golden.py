@@ -206,6 +206,7 @@ class CaseResult:
     rendered: str = ""
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    post_render_warnings: list[str] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
 
     @property
@@ -301,6 +302,7 @@ class _Runner:
         except CaseError as err:
             raise RenderFailure(str(err)) from None
         result.raw, result.rendered = raw.decode("utf-8"), output.decode("utf-8")
+        result.post_render_warnings.extend(warnings)
         result.warnings.extend(f"post-render: {w}" for w in warnings)
 
     def _check(self, result: CaseResult) -> None:
