@@ -150,3 +150,19 @@ def test_text_output_of_a_refusal(tmp_path):
     result = run_check(tmp_path, _vgpu_state("false"), _vgpu_vm("tenant-a"))
     assert result.exit_code == 1
     assert result.output.startswith("refused\n  spec.gpus[0].class: Forbidden: GPU class 'a100-4c' is a vGPU class")
+
+
+def test_unusable_crd_propagates_from_the_library_and_is_bad_input_on_the_cli(tmp_path, monkeypatch):
+    from cozyrender.budgets import check_write, index_state
+    from cozyrender.gpuclass import validation
+
+    def broken(obj, old=None):
+        raise validation.CRDError("no openAPIV3Schema")
+
+    monkeypatch.setattr(validation, "validate_gpuclass", broken)
+    write = gpuclass("h100", "nvidia.com/GH100")
+    with pytest.raises(validation.CRDError):
+        check_write(index_state([A100]), write)
+    result = run_check(tmp_path, [A100], write)
+    assert result.exit_code == 2
+    assert "the GPUClass CRD cannot be used: no openAPIV3Schema" in result.output

@@ -18,7 +18,7 @@ from cozyrender.entitlement import chain_entitlement
 
 from .checks import Decision, Reason
 from .index import BudgetState
-from .model import BudgetInputError, Workload
+from .model import Workload
 from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace
 
 NO_CLASSES = (
@@ -94,10 +94,11 @@ def check_gpuclass_write(state: BudgetState, obj: Mapping) -> Decision:
     """Validate a GPUClass write against the shipped CRD: a create, or an
     update with the state's class of the same name bound as `oldSelf`.
     A class that would be in conflict over its resource name is a warning:
-    the write is valid, but workloads cannot use the class."""
+    the write is valid, but workloads cannot use the class. A CRD that
+    cannot be used raises its own error (CRDError, RuleCompileError): it
+    is no fault of the write."""
     from cozyrender.gpuclass.conflicts import find_conflicts
-    from cozyrender.gpuclass.kubecel import RuleCompileError
-    from cozyrender.gpuclass.validation import CRDError, validate_gpuclass
+    from cozyrender.gpuclass.validation import validate_gpuclass
     from cozyrender.kube.shape import ShapeError, mapping, string
 
     # An unnamed class is the validator's to report; metadata that is not an
@@ -105,10 +106,7 @@ def check_gpuclass_write(state: BudgetState, obj: Mapping) -> Decision:
     metadata = mapping(obj, "metadata", obj)
     name = string(metadata, "name", obj, "metadata") or ""
     old = state.gpuclasses.get(name)
-    try:
-        result = validate_gpuclass(obj, old)
-    except (CRDError, RuleCompileError) as err:
-        raise BudgetInputError(f"the GPUClass CRD cannot be used: {err}") from None
+    result = validate_gpuclass(obj, old)
     reasons = tuple(Reason(v.path or "<root>", f"Invalid: {v.message}") for v in result.violations)
     warnings: list[str] = [f"pruned unknown field {path}" for path in result.pruned]
     if reasons:

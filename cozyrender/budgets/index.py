@@ -271,7 +271,7 @@ def index_state(objects: Iterable[Mapping]) -> BudgetState:
     Pods, GPUClasses, the tenant-root Namespace and its `cozystack-values`
     Secret; anything else is ignored) for the budget rules.
 
-    Raises BudgetInputError for an object the rules cannot read, for two
+    Raises ShapeError for an object the rules cannot read, for two
     different objects with the same kind, namespace and name (identical
     copies, as from overlapping inputs, are fine), and for two Tenants
     owning the same namespace. The result does not depend on object order.

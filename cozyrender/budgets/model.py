@@ -42,15 +42,6 @@ KUBERNETES_NODES = "KubernetesNodes"
 WORKLOAD_KINDS = (VM_INSTANCE, KUBERNETES_NODES)
 
 
-# An object the rules cannot read (a negative count, a gpus entry with
-# neither class nor name, a missing namespace, a field of the wrong type...);
-# str() names the object and the field. A command reports it as bad input,
-# not as a refusal. The budgets' name for the one error type every reader
-# raises (`cozyrender.kube.shape.ShapeError`), so catching it catches a
-# malformed pod or quota found while indexing too.
-BudgetInputError = ShapeError
-
-
 def api_group(obj: Mapping) -> str:
     api_version = obj.get("apiVersion")
     return _group_of(api_version) if isinstance(api_version, str) else ""
@@ -66,7 +57,7 @@ def is_apps_object(obj: Mapping, kind: str) -> bool:
 
 
 def metadata_name_namespace(obj: Mapping) -> tuple[str, str]:
-    """(namespace, name) of a namespaced object; BudgetInputError when missing."""
+    """(namespace, name) of a namespaced object; ShapeError when missing."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         raise ShapeError.at(obj, "metadata", "is missing" if meta is None else "is not an object")
@@ -211,7 +202,7 @@ class Workload(NamedTuple):
 
 
 def parse_workload(obj: Mapping) -> Workload:
-    """Read a VMInstance or KubernetesNodes object; BudgetInputError for a
+    """Read a VMInstance or KubernetesNodes object; ShapeError for a
     negative or fractional count, an entry with neither `class` nor `name`,
     a class that is not a DNS-1123 label, or a worker pool naming classes
     without a whole `spec.maxReplicas`."""

@@ -30,8 +30,9 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
     KubernetesNodes (apps.cozystack.io): the class and vGPU checks, then the
     GPU budget check. GPUClass (cozystack.io): the class validation.
     `platform_vgpu` overrides the root's vGPU entitlement read from the state.
-    Raises BudgetInputError for an object the rules cannot read, including
-    any other kind.
+    Raises ShapeError for an object the rules cannot read, including
+    any other kind; for a GPUClass, CRDError or RuleCompileError
+    (`cozyrender.gpuclass.validation`) when the shipped CRD cannot be used.
     """
     kind = obj.get("kind")
     if not isinstance(kind, str) and kind is not None:

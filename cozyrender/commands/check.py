@@ -73,6 +73,14 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         decision = check_write(state, written[0], platform_vgpu=override)
     except (StateError, ShapeError) as err:
         _fail(describe(err, written, objects))
+    except ValueError as err:
+        # The GPUClass CRD (as `gpuclass validate` reports it); its module is
+        # loaded once it has raised, so the import costs nothing here.
+        from cozyrender.gpuclass.validation import CRDError, RuleCompileError
+
+        if not isinstance(err, (CRDError, RuleCompileError)):
+            raise
+        _fail(f"the GPUClass CRD cannot be used: {err}")
     if output == "json":
         click.echo(json.dumps(decision.as_dict(), indent=2))
     else:
