@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from cozyrender.keys import BudgetKey
 
-from .index import ALL_CLASSES, BudgetState, budget_charge
+from .index import ALL_CLASSES, BudgetState, budget_charge, covered
 from .model import (
     KUBERNETES_NODES,
     Declaration,
@@ -121,17 +121,17 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
         return answer.decision()
     declaration = state.declarations[root]
     for key in sorted(declaration.budgets, key=lambda k: (k.gpu_class is not None, k.gpu_class or "")):
-        covered = {c for c in grown if key.covers(c)}
-        if not covered:
+        growing = {c for c in grown if key.covers(c)}
+        if not growing:
             continue
         budget = declaration.budgets[key]
-        requested = sum(n for c, n in new.reservations.items() if key.covers(c))
-        previously = sum(n for c, n in (old.reservations if old else {}).items() if key.covers(c))
+        requested = covered(new.reservations, key)
+        previously = covered(old.reservations, key) if old else 0
         reserved = state.reserved_for(root, key) - previously
         carved = state.charged_to(root, key)
         if requested + reserved + carved > budget:
             answer.reasons.append(Reason(
-                _growth_field(new, old, covered),
+                _growth_field(new, old, growing),
                 f"Forbidden: exceeded GPU budget {key.key!r} of pool {root}: "
                 f"requested {requested}, reserved {reserved}, carved out {carved}, budget {budget} "
                 f"({requested + reserved + carved} > {budget})",
@@ -210,7 +210,7 @@ def _gate_own_pool(
         contribution = state.subtree_contribution(child.namespace, above, ordinary=False)
         reserved, charges = contribution.reserved, contribution.charges
     for key in sorted(new_keys, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
-        held = sum(n for c, n in reserved.items() if key.covers(c))
+        held = covered(reserved, key)
         carved = charges.get(key, 0)
         if held + carved > child.budgets[key]:
             answer.reasons.append(Reason(
@@ -277,9 +277,7 @@ def _gate_budget_keys(state: BudgetState, child: Declaration, parent: str, answe
     for target in sorted(targets, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
         charge = budget_charge(child, target)
         others = state.charged_to(root, target) - leaving.charges.get(target, 0)
-        used = state.reserved_for(root, target) - sum(
-            n for c, n in leaving.reserved.items() if target.covers(c)
-        )
+        used = state.reserved_for(root, target) - covered(leaving.reserved, target)
         available = limits[target] - others - used
         if charge > available:
             answer.reasons.append(Reason(
@@ -352,7 +350,7 @@ def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, pa
             carved_below = state.charges.get(child.namespace, {})
             limits = state.declarations[root].budgets
             for key in sorted(limits, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
-                rejoining = sum(n for c, n in reserved.items() if key.covers(c)) + carved_below.get(key, 0)
+                rejoining = covered(reserved, key) + carved_below.get(key, 0)
                 was_charged = budget_charge(before, key) if before.budgets else 0
                 if rejoining <= was_charged:
                     continue

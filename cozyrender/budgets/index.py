@@ -126,10 +126,7 @@ class BudgetState:
 
     def reserved_for(self, root: str, key: BudgetKey) -> int:
         """Devices reserved in `root`'s pool for the classes `key` covers."""
-        pool = self.pool_reserved.get(root, {})
-        if key.gpu_class is None:
-            return sum(pool.values())
-        return pool.get(key.gpu_class, 0)
+        return covered(self.pool_reserved.get(root, {}), key)
 
     def charged_to(self, root: str, key: BudgetKey) -> int:
         return self.charges.get(root, {}).get(key, 0)
@@ -211,6 +208,13 @@ class BudgetState:
                 held[key] += value
             stack.extend(self.children.get(current, ()))
         return held
+
+
+def covered(per_class: Mapping[str, int], key: BudgetKey) -> int:
+    """The devices of `per_class` (class -> count) in the classes `key` covers."""
+    if key.gpu_class is None:
+        return sum(per_class.values())
+    return per_class.get(key.gpu_class, 0)
 
 
 def budget_charge(declaration: Declaration, key: BudgetKey) -> int:
@@ -435,4 +439,4 @@ _INDEXED_KINDS = frozenset({
     TENANT, VM_INSTANCE, KUBERNETES_NODES, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",
 })
 
-__all__ = ["ALL_CLASSES", "BudgetState", "Contribution", "budget_charge", "index_state"]
+__all__ = ["ALL_CLASSES", "BudgetState", "Contribution", "budget_charge", "covered", "index_state"]
