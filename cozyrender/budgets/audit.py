@@ -21,7 +21,7 @@ from fractions import Fraction
 
 from cozyrender.kube.quantity import format_quantity
 
-from .index import ALL_CLASSES, BudgetState
+from .index import ALL_CLASSES, BudgetState, key_order
 from .model import quota_field
 from .tree import parent_namespace
 from .usage import format_amount
@@ -124,7 +124,7 @@ def _escapes(state: BudgetState, namespace: str) -> list[Finding]:
     if root is None:
         return []
     findings = []
-    for key in sorted(state.declarations[root].budgets, key=lambda k: k.gpu_class or ""):
+    for key in sorted(state.declarations[root].budgets, key=key_order):
         if key in declaration.budgets:
             continue
         if key.gpu_class is None:

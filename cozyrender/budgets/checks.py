@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from cozyrender.keys import BudgetKey
 
-from .index import ALL_CLASSES, BudgetState, budget_charge, covered
+from .index import ALL_CLASSES, BudgetState, budget_charge, covered, key_order
 from .model import (
     KUBERNETES_NODES,
     Declaration,
@@ -120,7 +120,7 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
     if root is None:
         return answer.decision()
     declaration = state.declarations[root]
-    for key in sorted(declaration.budgets, key=lambda k: (k.gpu_class is not None, k.gpu_class or "")):
+    for key in sorted(declaration.budgets, key=key_order):
         growing = {c for c in grown if key.covers(c)}
         if not growing:
             continue
@@ -209,7 +209,7 @@ def _gate_own_pool(
         above = state.budget_root(parent) if parent is not None else None
         contribution = state.subtree_contribution(child.namespace, above, ordinary=False)
         reserved, charges = contribution.reserved, contribution.charges
-    for key in sorted(new_keys, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
+    for key in sorted(new_keys, key=key_order):
         held = covered(reserved, key)
         carved = charges.get(key, 0)
         if held + carved > child.budgets[key]:
@@ -274,7 +274,7 @@ def _gate_budget_keys(state: BudgetState, child: Declaration, parent: str, answe
     if not targets:
         return
     leaving = state.subtree_contribution(child.namespace, root, ordinary=False)
-    for target in sorted(targets, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
+    for target in sorted(targets, key=key_order):
         charge = budget_charge(child, target)
         others = state.charged_to(root, target) - leaving.charges.get(target, 0)
         used = state.reserved_for(root, target) - covered(leaving.reserved, target)
@@ -292,7 +292,7 @@ def _charged_key(child: Declaration, target: BudgetKey) -> BudgetKey:
     """The child's key a charge to `target` comes from, for the message's field."""
     if target in child.budgets:
         return target
-    return min(child.budgets, key=lambda k: k.gpu_class or "")
+    return min(child.budgets, key=key_order)
 
 
 def _charge_note(child: Declaration, target: BudgetKey) -> str:
@@ -349,7 +349,7 @@ def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, pa
             reserved = state.pool_reserved.get(child.namespace, {})
             carved_below = state.charges.get(child.namespace, {})
             limits = state.declarations[root].budgets
-            for key in sorted(limits, key=lambda k: (k.gpu_class is None, k.gpu_class or "")):
+            for key in sorted(limits, key=key_order):
                 rejoining = covered(reserved, key) + carved_below.get(key, 0)
                 was_charged = budget_charge(before, key) if before.budgets else 0
                 if rejoining <= was_charged:

@@ -210,6 +210,12 @@ class BudgetState:
         return held
 
 
+def key_order(key: BudgetKey) -> tuple[bool, str]:
+    """The one order of budget keys in answers and findings: the class-less
+    key first (the pool's total), then per class by name."""
+    return key.gpu_class is not None, key.gpu_class or ""
+
+
 def covered(per_class: Mapping[str, int], key: BudgetKey) -> int:
     """The devices of `per_class` (class -> count) in the classes `key` covers."""
     if key.gpu_class is None:
@@ -439,4 +445,4 @@ _INDEXED_KINDS = frozenset({
     TENANT, VM_INSTANCE, KUBERNETES_NODES, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",
 })
 
-__all__ = ["ALL_CLASSES", "BudgetState", "Contribution", "budget_charge", "covered", "index_state"]
+__all__ = ["ALL_CLASSES", "BudgetState", "Contribution", "budget_charge", "covered", "index_state", "key_order"]
