@@ -133,26 +133,6 @@ def requests_by_node(pods: Iterable[Mapping], resources: Iterable[str]) -> NodeR
     return totals
 
 
-def free_units_on_node(node: Mapping, resource: str, requested: Fraction) -> Fraction:
-    """allocatable − requested, never negative; zero where not advertised."""
-    available = allocatable(node, resource)
-    if available is None:
-        return ZERO
-    return max(available - requested, ZERO)
-
-
-def node_free_units(gpuclass: Mapping, node: Mapping, pods: Iterable[Mapping]) -> Fraction:
-    """Free units of a class on one node, given the pods bound to it; zero
-    when the node is not eligible for the class."""
-    resource = resource_name(gpuclass)
-    if not is_eligible(node, tolerations(gpuclass)) or allocatable(node, resource) is None:
-        return ZERO
-    name = node_name(node)
-    bound = [pod for pod in pods if string(mapping(pod, "spec", pod), "nodeName", pod, "spec") == name]
-    requested = requests_by_node(bound, [resource]).get(name, {}).get(resource, ZERO)
-    return free_units_on_node(node, resource, requested)
-
-
 @dataclass(frozen=True)
 class ClassCapacity:
     """A class's figures over its eligible nodes."""
@@ -190,6 +170,13 @@ def class_capacity(
         requested = requests.get(node_name(node), {}).get(resource, ZERO)
         free += max(available - requested, ZERO)
     return ClassCapacity(free=free, allocatable=total, eligible_nodes=eligible)
+
+
+def node_free_units(gpuclass: Mapping, node: Mapping, pods: Iterable[Mapping]) -> Fraction:
+    """Free units of a class on one node (only the pods bound to it count);
+    zero when the node is not eligible for the class or does not advertise
+    its resource. `class_capacity` over one node: the same arithmetic."""
+    return class_capacity(gpuclass, [node], requests_by_node(pods, [resource_name(gpuclass)])).free
 
 
 def capacities(
