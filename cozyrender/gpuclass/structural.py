@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import jsonschema
 
+from cozyrender.kube.shape import join as join_path
+
 # ObjectMeta fields a client may send; the API server drops everything else
 # under metadata when it decodes the object.
 OBJECT_META_FIELDS = frozenset({
@@ -46,12 +48,6 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{self.path or '<root>'}: {self.message}"
-
-
-def join_path(path: str, step: str | int) -> str:
-    if isinstance(step, int):
-        return f"{path}[{step}]"
-    return f"{path}.{step}" if path else step
 
 
 # -- pruning -----------------------------------------------------------------

@@ -27,7 +27,8 @@ import jsonschema
 import yaml
 
 from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError
-from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, join_path, prune
+from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, prune
+from cozyrender.kube.shape import join as join_path
 from cozyrender.kube.shape import mapping
 
 CRD_PATH = Path(__file__).resolve().parents[2] / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml"
