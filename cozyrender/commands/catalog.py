@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import click
 
-
-class BadInput(click.ClickException):
-    """Unreadable or malformed state: exit 2, one line, no traceback."""
-
-    exit_code = 2
+from cozyrender.commands import BadInput
 
 
 @click.command("catalog")

@@ -15,12 +15,14 @@ import sys
 
 import click
 
-EXIT_OK, EXIT_REFUSED, EXIT_BAD_INPUT = 0, 1, 2
+from cozyrender.commands import BadInput
+
+EXIT_OK, EXIT_REFUSED = 0, 1
 
 
 def _fail(message: str) -> None:
-    click.echo(f"error: {message}", err=True)
-    sys.exit(EXIT_BAD_INPUT)
+    """Bad input: `error: message` on stderr, exit 2 (BadInput's code)."""
+    raise BadInput(message, label="error")
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,7 +38,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
             output: str, platform_vgpu: str | None) -> None:
     """Check a write against the GPU budgets and GPU classes of a state, or
     audit the whole state when no --write is given."""
-    from cozyrender.budgets import audit, check_write, index_state
+    from cozyrender.budgets import ERROR, audit, check_write, index_state
     from cozyrender.kube.shape import ShapeError
     from cozyrender.state import (
         Objects,
@@ -66,7 +68,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         if write_file is None:
             findings = audit(state)
             _print_audit(findings, output)
-            sys.exit(EXIT_REFUSED if any(f.severity == "error" for f in findings) else EXIT_OK)
+            sys.exit(EXIT_REFUSED if any(f.severity == ERROR for f in findings) else EXIT_OK)
         written = parse_documents(read_text(write_file), write_file)
         if len(written) != 1:
             raise StateError(f"{write_file}: holds {len(written)} objects; --write takes exactly one")
@@ -93,10 +95,12 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
 
 
 def _print_audit(findings: list, output: str) -> None:
+    from cozyrender.budgets import ERROR
+
     if output == "json":
         click.echo(json.dumps([finding.as_dict() for finding in findings], indent=2))
         return
-    errors = sum(1 for f in findings if f.severity == "error")
+    errors = sum(1 for f in findings if f.severity == ERROR)
     for finding in findings:
         click.echo(f"{finding.severity}: {finding.namespace}: {finding.field}: {finding.message}")
     click.echo(f"{errors} error(s), {len(findings) - errors} warning(s)")

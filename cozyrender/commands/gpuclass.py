@@ -6,11 +6,7 @@ from __future__ import annotations
 
 import click
 
-
-class BadInput(click.ClickException):
-    """Unreadable input: exit 2, one line, no traceback."""
-
-    exit_code = 2
+from cozyrender.commands import BadInput
 
 
 @click.group("gpuclass")
