@@ -108,17 +108,17 @@ def iter_state_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
 
 def parse_documents(text: str, source: str) -> Objects:
     """Objects in one file's text, `List`s flattened; a non-object document is an error."""
-    stripped = text.lstrip()
-    try:
-        if stripped.startswith("{") or stripped.startswith("["):
-            try:
-                docs = [json.loads(text)]
-            except json.JSONDecodeError:
-                docs = list(yaml.load_all(text, Loader=_SafeLoader))
-        else:
+    docs = None
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            docs = [json.loads(text)]
+        except json.JSONDecodeError:
+            pass  # YAML, then (flow style), or an error worded as YAML's
+    if docs is None:
+        try:
             docs = list(yaml.load_all(text, Loader=_SafeLoader))
-    except yaml.YAMLError as err:
-        raise StateError(f"{source}: not valid YAML: {yaml_problem(err)}") from None
+        except yaml.YAMLError as err:
+            raise StateError(f"{source}: not valid YAML: {yaml_problem(err)}") from None
     objects: list[dict] = []
     for index, doc in enumerate(docs, 1):
         if doc is None:

@@ -60,9 +60,10 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
     objects = written = Objects()
     try:
         objects = load_objects(paths)
-        # A short-lived process: keep the loaded objects out of the cyclic
-        # collector's scans while the state is indexed (a large speed-up at
-        # hundreds of thousands of objects, nothing to collect there anyway).
+        # A short-lived process: move the loaded objects to the permanent
+        # generation, so no later collection (during the audit or the check,
+        # after indexing, which pauses the collector itself) scans them again;
+        # they live until exit, nothing to collect there anyway.
         gc.freeze()
         state = index_state(objects)
         if write_file is None:
