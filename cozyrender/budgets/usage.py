@@ -19,6 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from fractions import Fraction
 from functools import lru_cache
 
+from cozyrender.keys import QUOTA_PREFIXES
 from cozyrender.kube.pods import effective_pod_resources, is_terminated
 from cozyrender.kube.quantity import format_binary_quantity, format_quantity
 from cozyrender.kube.shape import ShapeError, mapping, quantity
@@ -41,7 +42,7 @@ def usage_key(declared_key: str) -> str:
         return "requests.storage"
     if (
         declared_key in OBJECT_COUNTS
-        or declared_key.startswith(("count/", "requests.", "limits."))
+        or declared_key.startswith(("count/", *QUOTA_PREFIXES))  # as written: quota keys are case-sensitive
         or _STORAGE_CLASS_DOMAIN in declared_key
     ):
         return declared_key
@@ -55,6 +56,7 @@ def is_byte_key(key: str) -> bool:
     """Whether a (declared or quota) key counts bytes: memory, storage,
     ephemeral-storage, hugepages, storage-class storage."""
     resource = key.rpartition("/")[2] if _STORAGE_CLASS_DOMAIN in key else key
+    # Not keys.strip_quota_prefix: that one ignores case and drops one prefix.
     resource = resource.removeprefix("requests.").removeprefix("limits.")
     return resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
 
