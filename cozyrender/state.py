@@ -18,10 +18,7 @@ from pathlib import Path
 
 import yaml
 
-try:
-    _SafeLoader = yaml.CSafeLoader
-except AttributeError:  # PyYAML built without libyaml
-    _SafeLoader = yaml.SafeLoader
+from cozyrender.yamlio import SafeLoader as _SafeLoader
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
