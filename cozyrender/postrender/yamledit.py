@@ -19,7 +19,7 @@ from cozyrender.postrender.errors import EditError
 STR_TAG = "tag:yaml.org,2002:str"
 NULL_TAG = "tag:yaml.org,2002:null"
 
-Value = str | bool | dict
+Value = str | bool | int | float | list | dict | None
 
 
 def find_entry(mapping: MappingNode, key: str) -> tuple[int, ScalarNode, Node] | None:
@@ -81,9 +81,23 @@ class Editor:
     def _line_start(self, pos: int) -> int:
         return self.text.rfind("\n", 0, pos) + 1
 
-    def _line_end(self, pos: int) -> int:
+    def line_end(self, pos: int) -> int:
+        """The offset just past the line break ending the line at `pos` (or the text's end)."""
         newline = self.text.find("\n", pos)
         return len(self.text) if newline < 0 else newline + 1
+
+    def colon_after(self, key_node: Node) -> int:
+        """The offset of the `:` that ends the block-mapping key `key_node`."""
+        colon = self.text.find(":", key_node.end_mark.index)
+        if colon < 0:
+            raise EditError("unexpected mapping layout")
+        return colon
+
+    def insert_lines(self, at: int, text: str) -> None:
+        """Insert whole lines `text` at `at`, first ending the line there if
+        `at` is not already at the start of a line."""
+        prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
+        self.replace(at, at, prefix + text)
 
     def _block_entry_start(self, key_node: Node) -> int:
         start = key_node.start_mark.index
@@ -133,27 +147,29 @@ class Editor:
 
     def add_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
         if mapping.flow_style:
-            text = f"{quote(key)}: {_flow_value(value)}"
-            if mapping.value:
-                self.replace(mapping.value[-1][1].end_mark.index, mapping.value[-1][1].end_mark.index, ", " + text)
-            else:
-                inside = mapping.start_mark.index + 1
-                self.replace(inside, inside, text)
+            self.add_flow_entry(mapping, f"{quote(key)}: {flow_value(value)}")
             return
         if not mapping.value:
             raise EditError("cannot add to an empty block mapping")
         last_key, last_value = mapping.value[-1]
         indent = last_key.start_mark.column
-        at = self.content_end(last_value)
-        prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
-        self.replace(at, at, prefix + _block_entry(key, value, indent))
+        self.insert_lines(self.content_end(last_value), _block_entry(key, value, indent))
+
+    def add_flow_entry(self, mapping: MappingNode, text: str) -> None:
+        """Append the entry `text` (`key: value`, as written) to a flow mapping."""
+        if mapping.value:
+            at = mapping.value[-1][1].end_mark.index
+            self.replace(at, at, ", " + text)
+        else:
+            at = mapping.start_mark.index + 1
+            self.replace(at, at, text)
 
     def replace_entry(self, mapping: MappingNode, index: int, key: str, value: Value) -> None:
         """Put a new entry where entry `index` stood."""
         key_node, value_node = mapping.value[index]
         if mapping.flow_style:
             self.replace(key_node.start_mark.index, value_node.end_mark.index,
-                         f"{quote(key)}: {_flow_value(value)}")
+                         f"{quote(key)}: {flow_value(value)}")
         else:
             self.replace(self._block_entry_start(key_node), self.content_end(value_node),
                          _block_entry(key, value, key_node.start_mark.column))
@@ -168,7 +184,7 @@ class Editor:
 
     def replace_node(self, node: ScalarNode, value: Value) -> None:
         """Replace a scalar value node that has text (null included) by a new flow value."""
-        self.replace_scalar_text(node, _flow_value(value))
+        self.replace_scalar_text(node, flow_value(value))
 
     def replace_scalar_text(self, node: ScalarNode, text: str) -> None:
         """Put `text` where a scalar with text stands. A block scalar (| or >)
@@ -211,7 +227,7 @@ class Editor:
                 break
         end = node.end_mark.index
         if isinstance(node, ScalarNode) and node.style in ("|", ">"):
-            header = self.text[node.start_mark.index:self._line_end(node.start_mark.index)]
+            header = self.text[node.start_mark.index:self.line_end(node.start_mark.index)]
             if "+" not in header.split("#", 1)[0]:  # clip or strip: trailing blank lines are not content
                 while end > node.start_mark.index and self.text[end - 1] in " \t\r\n":
                     end -= 1
@@ -219,7 +235,7 @@ class Editor:
                 return end
         elif end > 0 and end == self._line_start(end) and self.text[end - 1] == "\n":
             end -= 1  # a block collection's mark at the next line: its content ended before
-        return self._line_end(end)
+        return self.line_end(end)
 
     def item_dash(self, sequence: SequenceNode, index: int) -> int:
         """The offset of block-sequence item `index`'s `-`, which must begin its line."""
@@ -278,11 +294,10 @@ class Editor:
             return
         if not items:
             raise EditError("a block sequence without items")
-        at = self.content_end(items[index - 1]) if index else self._line_end(owner.end_mark.index)
+        at = self.content_end(items[index - 1]) if index else self.line_end(owner.end_mark.index)
         if index == 0 and at > self._line_start(self.item_dash(sequence, 0)):
             raise EditError("a sequence item shares its line with its key")
-        prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
-        self.replace(at, at, prefix + text)
+        self.insert_lines(at, text)
 
     # -- helpers -----------------------------------------------------------
 
@@ -311,19 +326,42 @@ class Editor:
         if owner is None:
             self.replace(self._line_start(node.start_mark.index), end, empty + "\n")
             return
-        colon = self.text.find(":", owner.end_mark.index)
-        if colon < 0 or colon > node.start_mark.index:
+        colon = self.colon_after(owner)
+        if colon > node.start_mark.index:
             raise EditError("unexpected mapping layout")
         self.replace(colon + 1, end, f" {empty}\n")
 
 
-def _flow_value(value: Value) -> str:
-    """A value in flow style (valid in block context too)."""
+def flow_value(value: Value) -> str:
+    """A value as one flow node (valid in block context too): strings
+    double-quoted, other scalars as PyYAML's safe dumper spells them."""
+    if isinstance(value, str):
+        return quote(value)
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _float(value)
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{quote(k)}: {_flow_value(v)}" for k, v in value.items()) + "}"
-    return quote(value)
+        return "{" + ", ".join(f"{flow_value(k)}: {flow_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(flow_value(v) for v in value) + "]"
+    raise TypeError(f"no flow spelling for {type(value).__name__}")
+
+
+def _float(value: float) -> str:
+    """A float as PyYAML's SafeRepresenter.represent_float spells it."""
+    if value != value:
+        return ".nan"
+    if value in (float("inf"), float("-inf")):
+        return ".inf" if value > 0 else "-.inf"
+    text = repr(value).lower()
+    if "." not in text and "e" in text:
+        text = text.replace("e", ".0e", 1)  # 1e17 is no YAML float; 1.0e+17 is
+    return text
 
 
 # Characters a YAML double-quoted scalar must escape (json would do, at an
@@ -349,21 +387,28 @@ def _block_entry(key: str, value: Value, indent: int) -> str:
     if isinstance(value, dict):
         lines = "".join(_block_entry(k, v, indent + 2) for k, v in value.items())
         return f"{pad}{key}:\n{lines}"
-    return f"{pad}{key}: {_flow_value(value)}\n"
+    return f"{pad}{key}: {flow_value(value)}\n"
 
 
 def format_string_scalar(node: ScalarNode, text: str, new_value: str) -> str:
     """A string scalar spelled in the style of the one it replaces: a literal
     block stays a literal block at its indentation; anything else becomes a
     double-quoted string, which holds every value exactly."""
-    if node.style == "|" and _literal_safe(new_value):
-        indent = _literal_indent(node, text)
-        trailing = len(new_value) - len(new_value.rstrip("\n"))
-        chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
-        body = new_value[: len(new_value) - trailing] if trailing else new_value
-        lines = [(" " * indent + line) if line else "" for line in body.split("\n")]
-        return f"|{chomp}{_header_comment(node, text)}\n" + "\n".join(lines) + "\n" * max(trailing, 1)
+    if node.style == "|" and literal_safe(new_value):
+        return literal_block(new_value, _literal_indent(node, text), _header_comment(node, text))
     return quote(new_value)
+
+
+def literal_block(value: str, indent: int, header_comment: str = "") -> str:
+    """`value` as a literal block scalar: the `|` header (its chomping indicator
+    chosen for the trailing line breaks, then `header_comment` as given), the
+    lines indented by `indent` spaces (empty lines stay empty), ending with a
+    line break. Exact only for a `literal_safe` value."""
+    body = value.rstrip("\n")
+    trailing = len(value) - len(body)
+    chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
+    lines = [(" " * indent + line) if line else "" for line in body.split("\n")]
+    return f"|{chomp}{header_comment}\n" + "\n".join(lines) + "\n" * max(trailing, 1)
 
 
 def _header_comment(node: ScalarNode, text: str) -> str:
@@ -376,10 +421,16 @@ def _header_comment(node: ScalarNode, text: str) -> str:
     return header[len(header[:at].rstrip()):]
 
 
-def _literal_safe(value: str) -> bool:
+def literal_safe(value: str) -> bool:
+    """Whether `value` reads back exactly from a literal block: some content,
+    no leading blank on its first line (it would set the indentation), no
+    line of only blanks but the last (it would read back as an empty one), no
+    character a literal block cannot hold or reads as a line break."""
     if not value.strip() or value.lstrip("\n").startswith((" ", "\t")):
         return False
-    return all(ch in "\n\t" or (ch >= " " and ch not in "\x7f\u2028\u2029\ufeff") for ch in value)
+    if any(line != line.rstrip(" \t") and not line.strip() for line in value.split("\n")[:-1]):
+        return False
+    return all(ch in "\n\t" or (ch >= " " and ch not in "\x7f\x85\u2028\u2029\ufeff") for ch in value)
 
 
 def _literal_indent(node: ScalarNode, text: str) -> int:
