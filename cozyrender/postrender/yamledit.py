@@ -354,11 +354,9 @@ def flow_value(value: Value) -> str:
 
 def _float(value: float) -> str:
     """A float as PyYAML's SafeRepresenter.represent_float spells it."""
-    if value != value:
-        return ".nan"
-    if value in (float("inf"), float("-inf")):
-        return ".inf" if value > 0 else "-.inf"
     text = repr(value).lower()
+    if text in ("nan", "inf", "-inf"):
+        return {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}[text]
     if "." not in text and "e" in text:
         text = text.replace("e", ".0e", 1)  # 1e17 is no YAML float; 1.0e+17 is
     return text
