@@ -31,7 +31,16 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from cozyrender.postrender.yamledit import Editor, find_entry, is_null, quote
+from cozyrender.postrender.errors import EditError
+from cozyrender.postrender.yamledit import (
+    Editor,
+    find_entry,
+    flow_value,
+    is_null,
+    literal_block,
+    literal_safe,
+    quote,
+)
 from cozyrender.yamlio import MERGE_TAG, SafeLoader, dump_readable
 
 _Loader = SafeLoader
@@ -294,15 +303,6 @@ def _scalar(value: object) -> str:
     return text.split("\n", 1)[0]
 
 
-def _literal_ok(value: str) -> bool:
-    """Whether a multi-line string reads back exactly from a literal block."""
-    if not value.strip() or value.lstrip("\n").startswith((" ", "\t")):
-        return False
-    if any(line != line.rstrip(" \t") and not line.strip() for line in value.split("\n")[:-1]):
-        return False  # a line of only blanks would read back as an empty one
-    return all(ch in "\n\t" or (ch >= " " and ch not in "\x7f\x85\u2028\u2029\ufeff") for ch in value)
-
-
 def _lines(value: object, column: int, layout: Layout, head: str) -> list[str]:
     """`head` (an indented `key:` or `-`) followed by `value` in block style,
     nested lines indented from `column`, the head's column."""
@@ -310,13 +310,9 @@ def _lines(value: object, column: int, layout: Layout, head: str) -> list[str]:
         return [head, *_mapping(value, column + layout.mapping, layout)]
     if isinstance(value, list) and value:
         return [head, *_sequence(value, column + layout.sequence, layout)]
-    if isinstance(value, str) and "\n" in value and _literal_ok(value):
-        body = value.rstrip("\n")
-        trailing = len(value) - len(body)
-        chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
-        pad = " " * (column + layout.mapping)
-        return [f"{head} |{chomp}", *((pad + line) if line else "" for line in body.split("\n")),
-                *[""] * max(trailing - 1, 0)]
+    if isinstance(value, str) and "\n" in value and literal_safe(value):
+        first, *rest = literal_block(value, column + layout.mapping)[:-1].split("\n")
+        return [f"{head} {first}", *rest]
     if isinstance(value, str) and "\n" in value:
         return [f"{head} {quote(value)}"]
     if isinstance(value, (dict, list)):
@@ -351,15 +347,8 @@ def render_item(entry: dict, dash: int, layout: Layout) -> str:
     return "\n".join(_sequence([entry], dash, layout)) + "\n"
 
 
-def flow(value: object) -> str:
-    """`value` as one flow node (for a file that writes postRenderers in flow style)."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{flow(k)}: {flow(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(flow(v) for v in value) + "]"
-    if isinstance(value, str):
-        return quote(value)
-    return _scalar(value)
+# `value` as one flow node (for a file that writes postRenderers in flow style).
+flow = flow_value
 
 
 def format_post_renderers(post_renderers: list[dict]) -> str:
@@ -604,8 +593,6 @@ def write_entry(hr: HelmReleaseFile, expected: list[dict]) -> Written:
     `postRenderers:` key at the end of spec), rendered at the indentation the
     file uses; every other byte stays. The result is read back and compared
     with what was meant before it is returned."""
-    from cozyrender.postrender.errors import EditError
-
     warnings: list[str] = []
     owned = hr.owned()
     if owned is not None and owned[0] != 0:
@@ -638,19 +625,16 @@ def _splice(hr: HelmReleaseFile, editor: Editor, index: int | None, entry: dict 
         raise FluxError(f"{hr.path}: spec.postRenderers comes from a YAML merge key; write it "
                         "out in spec to let cozyrender edit it")
     layout = _layout(editor, hr.root, spec_key, spec, pr)
-    text = editor.text
 
     if pr is None:
         if entry is None:
             return
         if spec.flow_style:
-            _flow_add(editor, spec, "postRenderers", flow([entry]))
+            editor.add_flow_entry(spec, f"postRenderers: {flow([entry])}")
             return
         column = spec.value[0][0].start_mark.column
-        at = editor.content_end(spec)
-        prefix = "" if at == 0 or text[at - 1] == "\n" else "\n"
-        editor.replace(at, at, prefix + " " * column + "postRenderers:\n"
-                       + render_item(entry, column + layout.sequence, layout))
+        editor.insert_lines(editor.content_end(spec), " " * column + "postRenderers:\n"
+                            + render_item(entry, column + layout.sequence, layout))
         return
 
     _, key, sequence = pr
@@ -664,12 +648,8 @@ def _splice(hr: HelmReleaseFile, editor: Editor, index: int | None, entry: dict 
                 editor.replace(sequence.start_mark.index, sequence.end_mark.index, flow([entry]))
             return
         # `postRenderers:`, `postRenderers: null` or `postRenderers: []`, in block: a block list
-        colon = text.find(":", key.end_mark.index)
-        editor.replace(colon + 1, sequence.end_mark.index, "")
-        newline = text.find("\n", sequence.end_mark.index)
-        at = len(text) if newline < 0 else newline + 1
-        prefix = "" if text[at - 1] == "\n" else "\n"
-        editor.replace(at, at, prefix + render_item(
+        editor.replace(editor.colon_after(key) + 1, sequence.end_mark.index, "")
+        editor.insert_lines(editor.line_end(sequence.end_mark.index), render_item(
             entry, key.start_mark.column + layout.sequence, layout))
         return
     if not isinstance(sequence, SequenceNode):  # load_helmrelease_text checked it
@@ -697,17 +677,8 @@ def _splice(hr: HelmReleaseFile, editor: Editor, index: int | None, entry: dict 
         return
     editor.replace_item(sequence, index, "")
     if len(sequence.value) == 1:  # the list is left empty: say so
-        colon = text.find(":", key.end_mark.index)
+        colon = editor.colon_after(key)
         editor.replace(colon + 1, colon + 1, " []")
-
-
-def _flow_add(editor: Editor, mapping: MappingNode, key: str, value: str) -> None:
-    if mapping.value:
-        at = mapping.value[-1][1].end_mark.index
-        editor.replace(at, at, f", {key}: {value}")
-    else:
-        at = mapping.start_mark.index + 1
-        editor.replace(at, at, f"{key}: {value}")
 
 
 def _with_content(layout: Layout, content: int) -> Layout:
@@ -718,8 +689,6 @@ def _layout(editor: Editor, root: MappingNode, spec_key: Node, spec: MappingNode
             pr: tuple[int, ScalarNode, Node] | None) -> Layout:
     """The file's indentation: mappings from spec's keys, sequences from
     spec.postRenderers' items or else the first block sequence of the document."""
-    from cozyrender.postrender.errors import EditError
-
     mapping = 2
     if not spec.flow_style and spec.value:
         step = spec.value[0][0].start_mark.column - spec_key.start_mark.column
