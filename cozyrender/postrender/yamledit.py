@@ -367,13 +367,21 @@ def _float(value: float) -> str:
 _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
+def _special(ch: str) -> bool:
+    """A character YAML text cannot hold as itself: a control character
+    (C0, DEL, C1, NEL among them), a surrogate, a line or paragraph separator,
+    a byte order mark or a non-character; quote escapes it."""
+    return (ch < " " or "\x7f" <= ch <= "\x9f" or "\ud800" <= ch <= "\udfff"
+            or ch in "\u2028\u2029\ufeff\ufffe\uffff")
+
+
 def quote(text: str) -> str:
     """`text` as a YAML double-quoted scalar, exactly."""
     out = []
     for ch in text:
         if ch in _ESCAPES:
             out.append(_ESCAPES[ch])
-        elif ch < " " or "\x7f" <= ch <= "\x9f" or "\ud800" <= ch <= "\udfff" or ch in "\u2028\u2029\ufeff\ufffe\uffff":
+        elif ch < " " or (ch >= "\x7f" and _special(ch)):  # no call for the common characters
             out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
         else:
             out.append(ch)
@@ -428,7 +436,7 @@ def literal_safe(value: str) -> bool:
         return False
     if any(line != line.rstrip(" \t") and not line.strip() for line in value.split("\n")[:-1]):
         return False
-    return all(ch in "\n\t" or (ch >= " " and ch not in "\x7f\x85\u2028\u2029\ufeff") for ch in value)
+    return all(ch in "\n\t" or not _special(ch) for ch in value)
 
 
 def _literal_indent(node: ScalarNode, text: str) -> int:
