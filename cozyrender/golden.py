@@ -24,7 +24,7 @@ manifest is validated offline against the Kubernetes schemas.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,8 +72,12 @@ def _sort_key(obj: Any) -> tuple[str, str, str]:
 def normalise(text: str) -> list[tuple[str, str]]:
     """[(object id, normalised YAML)] for a stream, ordered by kind/namespace/name.
     Empty and comment-only documents are left out; a repeated id gets a #n suffix."""
-    objects = [o for o in yaml.load_all(text, Loader=_Loader) if o is not None]
-    objects.sort(key=_sort_key)
+    return normalise_objects(yaml.load_all(text, Loader=_Loader))
+
+
+def normalise_objects(documents: Iterable[Any]) -> list[tuple[str, str]]:
+    """`normalise` for documents already parsed."""
+    objects = sorted((o for o in documents if o is not None), key=_sort_key)
     out: list[tuple[str, str]] = []
     seen: dict[str, int] = {}
     for obj in objects:
@@ -307,10 +311,15 @@ class _Runner:
 
     def _check(self, result: CaseResult) -> None:
         for label, text in ((RAW_FILE, result.raw), (RENDERED_FILE, result.rendered)):
-            for finding in validate.validate_text(text):
+            try:  # parsed once, for the schemas and for the comparison
+                documents = list(yaml.load_all(text, Loader=_Loader))
+            except yaml.YAMLError as err:
+                result.problems.append(f"{label}: invalid YAML: {' '.join(str(err).split())}")
+                continue
+            for finding in validate.validate_objects(documents):
                 (result.problems if finding.error else result.warnings).append(
                     f"{label}: {finding}")
-            actual = normalise(text)
+            actual = normalise_objects(documents)
             path = result.case.path / label
             if self.update:
                 canonical = format_normalised(actual)
