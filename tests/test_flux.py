@@ -49,7 +49,7 @@ def assert_equivalent(kubectl: Path, raw: bytes, workdir: Path) -> flux.Derived:
     actual = flux.parse_objects(kustomize(kubectl, raw, derived.post_renderers, workdir))
     assert sorted(actual) == sorted(expected)
     for key in expected:  # strict YAML equality: kustomize must not turn 'true' into true
-        assert flux._same(actual[key], expected[key]), (flux.describe(key), actual[key], expected[key])
+        assert flux.same(actual[key], expected[key]), (flux.describe(key), actual[key], expected[key])
     return derived
 
 
@@ -78,10 +78,10 @@ def test_kustomize_equals_post_render_on_golden_case(case, golden_raw, kubectl, 
     # Every patch selects exactly one object, and only objects the post-render changes.
     before = flux.parse_objects(raw)
     after = flux.parse_objects(post_render(raw).output)
-    changed = {k for k in before if k not in after or not flux._same(before[k], after[k])}
+    changed = {k for k in before if k not in after or not flux.same(before[k], after[k])}
     assert len(derived.patches) == len(changed)
     for patch in derived.patches:
-        matches = [k for k in before if flux._selects(
+        matches = [k for k in before if flux.selects(
             {f: v.replace("\\", "") for f, v in patch["target"].items()}, k)]
         assert len(matches) == 1 and matches[0] in changed
 

@@ -18,7 +18,7 @@ EXAMPLE = ROOT / "examples" / "flux"
 RELEASE_FILE = EXAMPLE / "tenant-a.yaml"
 PARENT_VALUES = EXAMPLE / "parent-values.yaml"
 TENANT = ROOT / "charts" / "tenant"
-ARGS = [str(TENANT), "tenant-a", "-n", "tenant-root", "-f", str(PARENT_VALUES)]
+ARGS = ["tenant-a", str(TENANT), "-n", "tenant-root", "-f", str(PARENT_VALUES)]
 
 # The HelmRelease v2 fields the example uses, written from Flux's API reference
 # (helm.toolkit.fluxcd.io/v2). postRenderers is closed: Flux's PostRenderer
@@ -199,7 +199,7 @@ def test_replaces_only_owned_entry_in_place(release_copy):
 def test_check_detects_parent_values_drift(release_copy, tmp_path):
     parent = tmp_path / "parent.yaml"
     parent.write_text(PARENT_VALUES.read_text().replace("  vgpu: true", "  vgpu: false"))
-    args = [str(TENANT), "tenant-a", "-n", "tenant-root", "-f", str(parent)]
+    args = ["tenant-a", str(TENANT), "-n", "tenant-root", "-f", str(parent)]
     code, out, err = run(*args, "--helmrelease", str(release_copy), "--check")
     assert code == 1 and "out of date" in err
     assert "-                value: 'true'" in out or "value: 'true'" in out
@@ -225,7 +225,7 @@ def test_inserts_post_renderers_when_absent(tmp_path):
         "  namespace: tenant-root\nspec:\n  interval: 5m # often\n  chart:\n    spec:\n"
         "      chart: ./charts/tenant\n      sourceRef:\n        kind: GitRepository\n"
         "        name: cozyrender\n  values:\n    resourceQuotas:\n      gpuclass.cozystack.io/devices: 1\n")
-    code, _, _ = run(str(TENANT), "tenant-a", "-n", "tenant-root", "--helmrelease", str(path))
+    code, _, _ = run("tenant-a", str(TENANT), "-n", "tenant-root", "--helmrelease", str(path))
     assert code == 0
     text = path.read_text()
     assert "interval: 5m # often" in text
@@ -233,7 +233,7 @@ def test_inserts_post_renderers_when_absent(tmp_path):
     jsonschema.validate(release.release, HELMRELEASE_V2)
     kinds = [p["target"]["kind"] for p in release.owned()[1]["kustomize"]["patches"]]
     assert kinds == ["LimitRange", "Namespace", "ResourceQuota"]
-    assert run(str(TENANT), "tenant-a", "-n", "tenant-root", "--helmrelease", str(path),
+    assert run("tenant-a", str(TENANT), "-n", "tenant-root", "--helmrelease", str(path),
                "--check")[0] == 0
 
 
@@ -270,7 +270,7 @@ def test_print_without_helmrelease(tmp_path):
 def test_bad_files_exit_2(tmp_path, content, message):
     path = tmp_path / "hr.yaml"
     path.write_text(content)
-    code, out, err = run(str(TENANT), "tenant-a", "-n", "tenant-root", "--helmrelease", str(path))
+    code, out, err = run("tenant-a", str(TENANT), "-n", "tenant-root", "--helmrelease", str(path))
     assert code == 2 and out == ""
     assert message in err and "Traceback" not in err
     assert path.read_text() == content
@@ -293,7 +293,7 @@ def _owned_block(hr: flux.HelmReleaseFile) -> str:
 
 def test_missing_file_and_check_alone_exit_2(tmp_path):
     code, _, err = run(*ARGS, "--helmrelease", str(tmp_path / "nope.yaml"))
-    assert code == 2 and "cannot read" in err
+    assert code == 2 and err == f"cozyrender flux: error: {tmp_path / 'nope.yaml'}: no such file or folder\n"
     code, _, err = run(*ARGS, "--check")
     assert code == 2 and "--check needs --helmrelease" in err
 
@@ -301,7 +301,7 @@ def test_missing_file_and_check_alone_exit_2(tmp_path):
 def test_bad_values_exit_2(tmp_path):
     values = tmp_path / "v.yaml"
     values.write_text("gpu:\n  vgpu: maybe\n")
-    code, out, err = run(str(TENANT), "tenant-a", "-n", "tenant-root", "-f", str(values))
+    code, out, err = run("tenant-a", str(TENANT), "-n", "tenant-root", "-f", str(values))
     assert code == 2 and out == "" and "Traceback" not in err
 
 
@@ -341,7 +341,7 @@ def test_unusual_spacing_is_kept_and_nothing_is_reported(tmp_path):
                 "  name: tenant-a\n  namespace: tenant-root\nspec:\n  interval:    5m\n"
                 "  values: {resourceQuotas: {gpuclass.cozystack.io/devices: 1}}\n")
     path.write_text(original)
-    code, _, err = run(str(TENANT), "tenant-a", "-n", "tenant-root", "--helmrelease", str(path))
+    code, _, err = run("tenant-a", str(TENANT), "-n", "tenant-root", "--helmrelease", str(path))
     assert code == 0 and "warning" not in err
     written = path.read_text()
     assert written.startswith(original)

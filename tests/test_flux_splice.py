@@ -17,7 +17,7 @@ from cozyrender.postrender.yamledit import Editor, child
 
 ROOT = Path(__file__).resolve().parent.parent
 TENANT = ROOT / "charts" / "tenant"
-CHART_ARGS = [str(TENANT), "tenant-a", "-n", "tenant-root"]
+CHART_ARGS = ["tenant-a", str(TENANT), "-n", "tenant-root"]
 
 
 def entry(value: str = "1", kinds: tuple[str, ...] = ("Namespace",)) -> dict:
