@@ -142,7 +142,7 @@ def test_schema_rejects_invented_post_renderer_fields():
 
 def test_example_equivalence_with_kustomize(kubectl, tmp_path):
     """The example's cozyrender entry, applied by kustomize to what Flux renders."""
-    from test_flux import kustomize
+    from test_flux_patches import kustomize
 
     from cozyrender.postrender import post_render
 

@@ -61,16 +61,13 @@ def warn(message: str) -> None:
     click.echo(f"{COMMAND}: warning: {text}", err=True)
 
 
-_stdin_read = False
-
-
 def read_bytes(path: str) -> bytes:
-    """A file's bytes, or standard input for `-` (once per process)."""
-    global _stdin_read
+    """A file's bytes, or standard input for `-` (once per command run)."""
     if path == STDIN:
-        if _stdin_read:
+        meta = click.get_current_context().meta
+        if meta.get("cozyrender.stdin_read"):
             fail("standard input ('-') can be given only once")
-        _stdin_read = True
+        meta["cozyrender.stdin_read"] = True
         return sys.stdin.buffer.read()
     try:
         return Path(path).read_bytes()
@@ -228,6 +225,8 @@ def command(args: tuple[str, ...], namespace: str | None, values_files: tuple[st
 
     if check and not helmrelease:
         fail("--check needs --helmrelease FILE")
+    if [*values_files, helmrelease].count(STDIN) > 1:
+        fail("standard input ('-') can be given only once")
     if helmrelease and output != "yaml":
         fail(f"-o {output} is for printing the list; with --helmrelease the file is written")
     release, chart = _release_and_chart(args, helmrelease)
