@@ -400,3 +400,38 @@ def test_help_has_examples():
     code, out, _ = run("--help")
     assert code == 0 and "Examples:" in out and "--helmrelease -" in out
     assert "[RELEASE] [CHART]" in out
+
+
+def test_one_existing_path_with_helmrelease_is_the_chart(tmp_path):
+    """Helm's rule first: a single argument that is a path is CHART; the release comes from the file."""
+    path = tmp_path / "hr.yaml"
+    path.write_text(hr_file("tenant-a"))
+    code, _, err = run(str(TENANT), "--helmrelease", str(path))  # no --chart-dir needed
+    assert code == 0, err
+    assert flux.load_helmrelease(path).owned() is not None
+
+
+def test_chart_dir_must_be_a_folder(tmp_path):
+    code, out, err = run("--chart-dir", str(tmp_path / "nope"), "--helmrelease", str(TENANT_A))
+    assert code == 2 and out == ""
+    assert err == f"cozyrender flux: error: --chart-dir {tmp_path / 'nope'}: no such folder\n"
+
+
+def test_bundled_helmreleases_validate_against_the_v2_schema():
+    import jsonschema
+    from test_flux_helmrelease import HELMRELEASE_V2
+
+    releases = [d for d in yaml.safe_load_all(TENANTS.read_text()) if d and d["kind"] == "HelmRelease"]
+    assert [r["metadata"]["name"] for r in releases] == ["tenant-b", "tenant-c"]
+    for release in releases:
+        jsonschema.validate(release, HELMRELEASE_V2)
+        assert flux.is_owned(release["spec"]["postRenderers"][0])
+        assert (ROOT / release["spec"]["chart"]["spec"]["chart"] / "Chart.yaml").is_file()
+
+
+def test_helmrelease_without_namespace_needs_n(tmp_path):
+    path = tmp_path / "hr.yaml"
+    path.write_text(hr_file("tenant-a").replace("  namespace: tenant-root\n", ""))
+    code, _, err = run("--chart-dir", str(ROOT), "--helmrelease", str(path))
+    assert code == 2 and "no namespace: pass -n NAMESPACE (the HelmRelease has no" in err
+    assert run("-n", "tenant-root", "--chart-dir", str(ROOT), "--helmrelease", str(path))[0] == 0
