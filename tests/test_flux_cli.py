@@ -155,7 +155,15 @@ def test_values_from_stdin_keep_their_place_among_files(tmp_path):
 def test_bad_values_on_stdin_name_stdin():
     code, out, err = run("tenant-a", str(TENANT), "-n", "tenant-root", "-f", "-", stdin="a: [\n")
     assert code == 2 and out == ""
-    assert "<stdin>" in err and "/tmp" not in err and len(err.splitlines()) == 1
+    assert err.startswith("cozyrender flux: error: failed to parse ")
+    assert "cozyrender-" not in err and len(err.splitlines()) == 1  # no temporary copy named
+
+
+def test_missing_values_file_is_one_line_without_python_wording(tmp_path):
+    code, out, err = run("tenant-a", str(TENANT), "-n", "tenant-root", "-f", str(tmp_path / "nope.yaml"))
+    assert code == 2 and out == ""
+    assert err.startswith(f"cozyrender flux: error: values file {tmp_path / 'nope.yaml'}: no such file")
+    assert "Errno" not in err and len(err.splitlines()) == 1
 
 
 def test_stdin_is_read_once():

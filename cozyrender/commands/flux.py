@@ -154,6 +154,11 @@ def _stdin_values_files(paths: Sequence[str], tmp: Path) -> tuple[list[str], str
                 read_bytes(STDIN)  # a second `-`: the shared error
             files.append(copy)
         else:
+            try:  # render.load_values would word an OSError as Python does
+                with open(path, "rb"):
+                    pass
+            except OSError as err:
+                fail(f"values file {path}: {_os_problem(err)}")
             files.append(path)
     return files, copy
 
