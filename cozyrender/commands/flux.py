@@ -240,36 +240,24 @@ def command(args: tuple[str, ...], namespace: str | None, values_files: tuple[st
     if chart_dir is not None and not os.path.isdir(chart_dir):
         fail(f"--chart-dir {chart_dir}: no such folder")
     try:
-        hr = None
+        stream = None
         if helmrelease:
             name = source_name(helmrelease)
             stream = flux.read_text(_decode(read_bytes(helmrelease), name), name)
-            hr = flux.select(stream, release, namespace)
-            hr_release, hr_namespace = hr.release_identity()
-            release = release or hr_release
-            namespace = namespace or hr_namespace
-        if not namespace:
-            fail("no namespace: pass -n NAMESPACE" + (
-                " (the HelmRelease has no metadata.namespace or spec.targetNamespace)" if hr else ""))
-        release = release or "release-name"
-        inline: list[dict] = []
-        if hr is not None:
-            flux.check_identity(hr, release, namespace)
-            flux.refuse_values_files(hr)
-            if chart is None:
-                chart = str(flux.chart_path(hr, _checkout(helmrelease, chart_dir)))
-            inline.append(hr.values())
-            if hr.spec.get("valuesFrom") and not values_files:
-                warn(f"{hr.path}: spec.valuesFrom is read from the cluster, which cozyrender "
-                     "cannot do: pass those values with -f")
-        values = user_values(values_files, sets, set_string, set_json, set_file, inline)
-        raw = flux.render_values(chart, values, release, namespace)
+        target = flux.resolve(release, namespace, chart, stream,
+                              _checkout(helmrelease, chart_dir) if stream else None,
+                              values_given=bool(values_files))
+        for note in target.notes:
+            warn(note)
+        values = user_values(values_files, sets, set_string, set_json, set_file, target.inline)
+        raw = flux.render_values(target.chart, values, target.release, target.namespace)
         derived = flux.derive(raw)
     except flux.FluxError as err:
         fail(str(err))
     for warning in derived.warnings:
         warn(f"post-render: {warning}")
 
+    hr = target.helmrelease
     if hr is None:
         _print(flux.format_post_renderers(derived.post_renderers), derived.post_renderers, output)
         return

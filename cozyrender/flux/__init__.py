@@ -11,6 +11,7 @@ filters, write it):
     stream       reader/writer of a multi-document GitOps file, byte for byte
     helmrelease  find the HelmRelease meant in a stream; its release, namespace, values
     source       the chart a HelmRelease names, when it is on this machine; Helm's output
+    target       release, namespace, chart and values: the command line, filled in from the HelmRelease
     filters      the decision: one EntryPlan (keep, insert, replace, remove)
     drift        the file's entry against the derived one, as a unified diff
     editor       carry the plan out as a text edit; the --helmrelease pipeline, verified
@@ -52,13 +53,14 @@ from cozyrender.flux.printing import Layout, flow, format_post_renderers, render
 from cozyrender.flux.source import (chart_path, git_root, is_chart, refuse_values_files, render_raw,
     render_values)
 from cozyrender.flux.stream import Document, Stream, read_file, read_text
+from cozyrender.flux.target import Target, resolve
 
 __all__ = [
     "HELMRELEASE_API", "MARKER", "Derived", "Document", "EntryPlan", "FluxError", "HelmReleaseFile",
-    "Layout", "ObjectKey", "Stream", "Written", "apply", "chart_path", "check_identity",
+    "Layout", "ObjectKey", "Stream", "Target", "Written", "apply", "chart_path", "check_identity",
     "comparable", "delete_patch", "derive", "describe", "diff_operations", "flow",
     "format_post_renderers", "git_root", "guard", "is_chart", "is_owned", "load_helmrelease",
     "load_helmrelease_text", "object_key", "parse_objects", "per_annotation", "plan_entry",
     "pointer", "read_file", "read_text", "refuse_values_files", "release_identity", "render_item",
-    "render_raw", "render_values", "same", "select", "selects", "shorten_name", "target_for", "unified_diff",
+    "render_raw", "render_values", "same", "resolve", "select", "selects", "shorten_name", "target_for", "unified_diff",
 ]

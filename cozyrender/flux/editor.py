@@ -51,9 +51,9 @@ def write_entry(hr: HelmReleaseFile, expected: list[dict]) -> Written:
 
 def apply(hr: HelmReleaseFile, plan: EntryPlan) -> str:
     """The HelmRelease document's text with the plan carried out."""
-    editor = Editor(hr.document)
     if plan.action == KEEP:
         return hr.document
+    editor = Editor(hr.document)
     try:
         _splice(hr, editor, plan)
     except EditError as err:

@@ -34,8 +34,7 @@ class EntryPlan:
 
     def diff(self, path: str) -> str:
         """The plan as a unified diff of the entry (empty when it keeps the file)."""
-        return unified_diff(path, self.current, self.entry if self.action != REMOVE else None) \
-            if self.changes else ""
+        return unified_diff(path, self.current, self.entry) if self.changes else ""
 
 
 def plan_entry(hr: HelmReleaseFile, expected: list[dict]) -> EntryPlan:
