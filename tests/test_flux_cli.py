@@ -443,3 +443,24 @@ def test_helmrelease_without_namespace_needs_n(tmp_path):
     code, _, err = run("--chart-dir", str(ROOT), "--helmrelease", str(path))
     assert code == 2 and "no namespace: pass -n NAMESPACE (the HelmRelease has no" in err
     assert run("-n", "tenant-root", "--chart-dir", str(ROOT), "--helmrelease", str(path))[0] == 0
+
+
+def test_release_the_post_render_leaves_alone_loses_its_entry(tmp_path):
+    """A chart whose output the post-render does not change: nothing to patch,
+    so the stale entry is removed (and --check said so first)."""
+    chart = tmp_path / "plain"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: plain\nversion: 0.1.0\n")
+    (chart / "templates" / "cm.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata: {a: b}\n")
+    path = tmp_path / "hr.yaml"
+    stale = flux.write_entry(flux.load_helmrelease_text(hr_file("tenant-a")), [{
+        "kustomize": {"patches": [{"target": {"kind": "ConfigMap", "name": "tenant-a"},
+                                   "patch": flux.MARKER + "\n- op: remove\n  path: /data/a\n"}]}}]).text
+    path.write_text(stale)
+    code, out, err = run(str(chart), "--helmrelease", str(path), "--check")
+    assert code == 1 and out.startswith(f"--- {path} (cozyrender entry)") and "+postRenderers: []" in out
+    code, _, err = run(str(chart), "--helmrelease", str(path))
+    assert code == 0 and err == f"{path}: removed the cozyrender entry (the post-render changes nothing)\n"
+    assert flux.load_helmrelease(path).post_renderers() == []
+    assert run(str(chart), "--helmrelease", str(path), "--check")[0] == 0
