@@ -69,7 +69,7 @@ def test_empty_quota_map_makes_no_root():
     ({A100: 3}, H100, 0),
     ({A100: 3, H100: 2}, ALL, 5),         # class-less: the sum of class-scoped values
     ({A100: 3, H100: 2, ALL: 4}, ALL, 4),  # ...or its own class-less value, never both
-    ({ALL: 4}, A100, 0),
+    ({ALL: 4}, A100, 4),                   # it may spend it on any class (issue 11 item 2)
 ])
 def test_budget_charge(declared, key, charge):
     declaration = parse_declaration(tenant("b", "tenant-a", quotas=declared))
@@ -82,7 +82,8 @@ def test_charges_go_to_the_parents_nearest_pool_root():
     state = index_state([
         tenant("a", quotas={ALL: 10}), tenant("b", "tenant-a"), tenant("c", "tenant-a-b", quotas={A100: 3}),
     ])
-    assert state.charges["tenant-a"] == {BudgetKey("a100"): 3, BudgetKey(None): 3}
+    charge = state.charges["tenant-a"]
+    assert (charge.for_key(BudgetKey("a100")), charge.for_key(BudgetKey(None)), charge.for_key(BudgetKey("h100"))) == (3, 3, 0)
 
 
 # -- reservations -------------------------------------------------------------------

@@ -127,12 +127,12 @@ def _escapes(state: BudgetState, namespace: str) -> list[Finding]:
     for key in sorted(state.declarations[root].budgets, key=key_order):
         if key in declaration.budgets:
             continue
+        if ALL_CLASSES in declaration.budgets:
+            continue  # charged towards every key above it (index.tenant_charge)
         if key.gpu_class is None:
             uncapped = "classes it declares no budget for" if declaration.budgets else "any class"
         else:
             uncapped = f"class {key.gpu_class}"
-            if ALL_CLASSES in declaration.budgets:
-                uncapped += " (its class-less budget is not charged to a class-scoped key)"
         findings.append(Finding(
             WARNING, "escapes-budget", namespace, quota_field(key.key),
             f"tenant {declaration.created_in}/{declaration.tenant} declares its own quotas but not {key.key!r}: "

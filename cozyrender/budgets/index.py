@@ -52,13 +52,101 @@ from .usage import usage_under
 ALL_CLASSES = BudgetKey(None)
 
 
-@dataclass(frozen=True)
+class Charge:
+    """Devices charged towards budget keys: `total` towards the all-classes
+    key, `classes[c]` towards the key of class `c`, and `default` towards the
+    key of any class not in `classes`. One tenant's charge, or the sum of
+    several (`add`). Mutable while it is being summed; read-only after."""
+
+    __slots__ = ("total", "default", "classes")
+
+    def __init__(self, total: int = 0, default: int = 0, classes: dict[str, int] | None = None) -> None:
+        self.total = total
+        self.default = default
+        self.classes = classes if classes is not None else {}
+
+    def for_class(self, gpu_class: str) -> int:
+        return self.classes.get(gpu_class, self.default)
+
+    def for_key(self, key: BudgetKey) -> int:
+        return self.total if key.gpu_class is None else self.classes.get(key.gpu_class, self.default)
+
+    def add(self, other: Charge) -> None:
+        for gpu_class in other.classes.keys() - self.classes.keys():
+            self.classes[gpu_class] = self.default
+        for gpu_class in self.classes:
+            self.classes[gpu_class] += other.for_class(gpu_class)
+        self.total += other.total
+        self.default += other.default
+
+    def minus(self, other: Charge) -> Charge:
+        classes = {c: self.for_class(c) - other.for_class(c) for c in self.classes.keys() | other.classes.keys()}
+        return Charge(self.total - other.total, self.default - other.default, classes)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Charge):
+            return NotImplemented
+        classes = self.classes.keys() | other.classes.keys()
+        return (self.total, self.default) == (other.total, other.default) and all(
+            self.for_class(c) == other.for_class(c) for c in classes)
+
+    def __repr__(self) -> str:
+        return f"Charge(total={self.total}, default={self.default}, classes={self.classes})"
+
+
+NO_CHARGE = Charge()
+
+
+def tenant_charge(declaration: Declaration, reserved: Mapping[str, int], below: Charge) -> Charge:
+    """What a carving tenant is charged towards the budget keys of the pool
+    root above it, given what its own pool reserves (`reserved`, per class)
+    and its own carving tenants' charges (`below`).
+
+    The rule: a tenant is charged, for every class it caps, the larger of
+    what it may hold of that class (the smallest of its keys covering the
+    class) and what its pool already holds (reservations plus the charges
+    below it). Why the larger: a charge below what the pool holds would let
+    a parent lower a child's budget and hand the devices the child still
+    holds to someone else (issue 11 item 1). A tenant declaring the
+    all-classes key caps every class: it may spend that budget on any class,
+    so it is charged that amount towards every class key above it (item 2),
+    and towards the all-classes key the larger of its value and everything
+    its pool holds. A tenant declaring only class keys caps those classes
+    only: towards the all-classes key it is charged the sum of its per-class
+    charges, and its pool's devices of other classes are charged to no key
+    above it (the escape the audit reports)."""
+    budgets = declaration.budgets
+    if not budgets:
+        return Charge()
+    all_classes = budgets.get(ALL_CLASSES)
+    declared = {key.gpu_class: value for key, value in budgets.items() if key.gpu_class is not None}
+    if all_classes is None:
+        classes = {c: max(value, reserved.get(c, 0) + below.for_class(c)) for c, value in declared.items()}
+        return Charge(sum(classes.values()), 0, classes)
+    classes = {
+        c: max(min(declared.get(c, all_classes), all_classes), reserved.get(c, 0) + below.for_class(c))
+        for c in declared.keys() | reserved.keys() | below.classes.keys()
+    }
+    total = max(all_classes, sum(reserved.values()) + below.total)
+    return Charge(total, max(all_classes, below.default), classes)
+
+
+def caps(declaration: Declaration, key: BudgetKey) -> bool:
+    """Whether a carving tenant is charged towards a pool root's `key`: any
+    budget counts towards the all-classes key; a class key counts the
+    tenant's key of that class, or its all-classes key."""
+    if not declaration.budgets:
+        return False
+    return key.gpu_class is None or key in declaration.budgets or ALL_CLASSES in declaration.budgets
+
+
+@dataclass
 class Contribution:
     """What one subtree adds to a pool: reserved devices per class, charges
-    per budget key, ordinary usage and charges per key."""
+    towards budget keys, ordinary usage and charges per key."""
 
     reserved: dict[str, int] = field(default_factory=dict)
-    charges: dict[BudgetKey, int] = field(default_factory=dict)
+    charges: Charge = field(default_factory=Charge)
     usage: dict[str, Fraction] = field(default_factory=dict)
     ordinary_charges: dict[str, Fraction] = field(default_factory=dict)
 
@@ -72,7 +160,9 @@ class BudgetState:
     - `reserved`: namespace -> class -> devices reserved there
     - `children`: namespace -> the known child namespaces (by name)
     - `pool_reserved`: budget pool root -> class -> devices reserved in its pool
-    - `charges`: budget pool root -> budget key -> charges of carving tenants
+    - `charges`: budget pool root -> the summed Charge of its carving tenants
+    - `tenant_charges`: carving tenant's namespace -> its own Charge
+      (`tenant_charge`: never less than what its pool holds)
     - `ordinary_charges`: ordinary pool root -> quota key -> charges of carving tenants
     - `ordinary_charge`: carving tenant's namespace -> quota key -> its charge:
       its declared value, or what its own pool already holds (usage plus its
@@ -93,7 +183,8 @@ class BudgetState:
     reserved: dict[str, dict[str, int]] = field(default_factory=dict)
     children: dict[str, set[str]] = field(default_factory=dict)
     pool_reserved: dict[str, dict[str, int]] = field(default_factory=dict)
-    charges: dict[str, dict[BudgetKey, int]] = field(default_factory=dict)
+    charges: dict[str, Charge] = field(default_factory=dict)
+    tenant_charges: dict[str, Charge] = field(default_factory=dict)
     ordinary_charges: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     pool_usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
@@ -129,7 +220,7 @@ class BudgetState:
         return covered(self.pool_reserved.get(root, {}), key)
 
     def charged_to(self, root: str, key: BudgetKey) -> int:
-        return self.charges.get(root, {}).get(key, 0)
+        return self.charges.get(root, NO_CHARGE).for_key(key)
 
     # -- subtrees -----------------------------------------------------------
 
@@ -173,8 +264,7 @@ class BudgetState:
             for key, value in self.ordinary_charge.get(declaration.namespace, {}).items():
                 contribution.ordinary_charges[key] = contribution.ordinary_charges.get(key, Fraction(0)) + value
         else:
-            for key, value in _charges_of(declaration).items():
-                contribution.charges[key] = contribution.charges.get(key, 0) + value
+            contribution.charges.add(self.tenant_charges.get(declaration.namespace, NO_CHARGE))
 
     def usage_of(self, namespace: str, keys: Iterable[str]) -> dict[str, Fraction]:
         """`namespace`'s usage under quota keys `keys`: indexed where its
@@ -224,22 +314,9 @@ def covered(per_class: Mapping[str, int], key: BudgetKey) -> int:
 
 
 def budget_charge(declaration: Declaration, key: BudgetKey) -> int:
-    """A carving tenant's charge to its pool root's budget key `key`: its own
-    value for a class-scoped key; for the class-less key its own class-less
-    value when it declares one, otherwise the sum of its class-scoped values
-    (a class is part of "every class", so it is never counted twice)."""
-    if key.gpu_class is not None:
-        return declaration.budgets.get(key, 0)
-    if ALL_CLASSES in declaration.budgets:
-        return declaration.budgets[ALL_CLASSES]
-    return sum(declaration.budgets.values())
-
-
-def _charges_of(declaration: Declaration) -> dict[BudgetKey, int]:
-    charges = {key: value for key, value in declaration.budgets.items() if key.gpu_class is not None}
-    if declaration.budgets:
-        charges[ALL_CLASSES] = budget_charge(declaration, ALL_CLASSES)
-    return charges
+    """What a tenant's declaration alone (its pool holding nothing) charges
+    towards a pool root's `key` (see `tenant_charge`)."""
+    return tenant_charge(declaration, {}, NO_CHARGE).for_key(key) if caps(declaration, key) else 0
 
 
 def _platform_vgpu_from_values(secret: Mapping) -> bool | None:
@@ -384,16 +461,21 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             pool = state.pool_reserved.setdefault(root, {})
             for gpu_class, count in per_class.items():
                 pool[gpu_class] = pool.get(gpu_class, 0) + count
-    for namespace, declaration in state.declarations.items():
-        parent = parent_namespace(namespace)
-        if parent is None:
-            continue
-        if declaration.budgets:
-            root = budget_root(parent)
-            if root is not None:
-                pool_charges = state.charges.setdefault(root, {})
-                for key, value in _charges_of(declaration).items():
-                    pool_charges[key] = pool_charges.get(key, 0) + value
+    # Budget carve-outs, deepest first: a tenant's charge depends on what its
+    # own pool holds, its carving tenants' charges included.
+    carving_budgets = [
+        (namespace.count("-"), namespace) for namespace, declaration in state.declarations.items()
+        if declaration.budgets and parent_namespace(namespace) is not None
+    ]
+    for _, namespace in sorted(carving_budgets, reverse=True):
+        charge = tenant_charge(
+            state.declarations[namespace], state.pool_reserved.get(namespace, {}),
+            state.charges.get(namespace, NO_CHARGE),
+        )
+        state.tenant_charges[namespace] = charge
+        root = budget_root(parent_namespace(namespace) or "")
+        if root is not None:
+            state.charges.setdefault(root, Charge()).add(charge)
 
     # Ordinary pools: usage of each member namespace under its root's keys.
     for namespace in set(quotas) | set(pods):
@@ -445,4 +527,7 @@ _INDEXED_KINDS = frozenset({
     TENANT, VM_INSTANCE, KUBERNETES_NODES, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",
 })
 
-__all__ = ["ALL_CLASSES", "BudgetState", "Contribution", "budget_charge", "covered", "index_state", "key_order"]
+__all__ = [
+    "ALL_CLASSES", "NO_CHARGE", "BudgetState", "Charge", "Contribution", "budget_charge", "caps", "covered",
+    "index_state", "key_order", "tenant_charge",
+]
