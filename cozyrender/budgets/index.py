@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from cozyrender.gpuclass.classes import is_gpuclass
 from cozyrender.keys import BudgetKey
-from cozyrender.kube.shape import ShapeError, got, mapping
+from cozyrender.kube.shape import ShapeError, got, mapping, ref
 from cozyrender.values_secret import is_values_secret
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ from .model import (
     parse_declaration,
     parse_workload,
 )
-from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, parent_namespace
+from .tree import ROOT_NAMESPACE, ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from .usage import usage_under
 
 ALL_CLASSES = BudgetKey(None)
@@ -173,9 +173,13 @@ class BudgetState:
       only for a key no pool root above the namespace declares
     - `gpuclasses`: GPUClass name -> object; `conflicts`: class name -> its
       Conflict, for the classes in conflict over their resource name;
-      `platform_vgpu`: the root's
-      vGPU entitlement read from the state (None when the state holds neither
-      the tenant-root Namespace label nor the platform values)
+      `class_resources`: device-plugin resource name -> the classes advertising it;
+      `platform_vgpu`: the root's vGPU entitlement read from the state (None
+      when the state holds neither the tenant-root Namespace label nor the
+      platform values; False, with `platform_disagreement` saying why, when
+      they disagree)
+    - `malformed_namespaces`: namespace named like a tenant's that no tenant
+      can own -> the objects found there (they are in no pool)
     """
 
     declarations: dict[str, Declaration] = field(default_factory=dict)
@@ -191,6 +195,9 @@ class BudgetState:
     gpuclasses: dict[str, dict] = field(default_factory=dict)
     conflicts: dict[str, Conflict] = field(default_factory=dict)
     platform_vgpu: bool | None = None
+    platform_disagreement: str | None = None
+    class_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    malformed_namespaces: dict[str, list[str]] = field(default_factory=dict)
     ordinary_charge: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     quotas: dict[str, list[Mapping]] = field(default_factory=dict)
     pods: dict[str, list[Mapping]] = field(default_factory=dict)
@@ -359,9 +366,12 @@ def index_state(objects: Iterable[Mapping]) -> BudgetState:
     Secret; anything else is ignored) for the budget rules.
 
     Raises ShapeError for an object the rules cannot read, for two
-    different objects with the same kind, namespace and name (identical
-    copies, as from overlapping inputs, are fine), and for two Tenants
-    owning the same namespace. The result does not depend on object order.
+    different copies of one object, and for two Tenants owning the same
+    namespace. An object's identity is its API group, kind, namespace and
+    name, whatever its version, and without a namespace for a cluster-scoped
+    kind (a stray `metadata.namespace` there is ignored); identical copies,
+    as from overlapping inputs, are fine, whatever their versions. The
+    result does not depend on object order.
     """
     with _collector_paused():
         return _index_state(objects)
@@ -389,16 +399,28 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             raise ShapeError.at(obj, "metadata.namespace", f"is not a string (got {got(namespace)})")
         if api_version is not None and type(api_version) is not str:
             raise ShapeError.at(obj, "apiVersion", f"is not a string (got {got(api_version)})")
-        identity = (api_version, kind, namespace, name)
+        group = api_group(obj)
+        scoped = kind not in _CLUSTER_SCOPED
+        identity = (group, kind, namespace if scoped else None, name)
         previous = seen.get(identity)
         if previous is not None:
-            if previous != obj:
-                raise ShapeError.at(obj, "", "two different objects with this kind, namespace and name")
+            if _comparable(previous, scoped) != _comparable(obj, scoped):
+                first, second = sorted((previous, obj), key=_version_order)
+                err = ShapeError.at(
+                    second, "", f"two different copies of one object ({kind} {group or 'core'}, "
+                    f"{'namespace ' + str(namespace) + ', ' if scoped else ''}name {name}; "
+                    f"apiVersions {first.get('apiVersion')} and {second.get('apiVersion')})",
+                )
+                err.other = first  # type: ignore[attr-defined]
+                raise err
             continue
         seen[identity] = obj
-        group = api_group(obj)
+        if scoped and namespace and is_malformed_tenant_namespace(namespace):
+            state.malformed_namespaces.setdefault(namespace, []).append(ref(obj))
         if kind == TENANT and group == APPS_GROUP:
             declaration = parse_declaration(obj)
+            if is_malformed_tenant_namespace(declaration.namespace) and declaration.namespace != namespace:
+                state.malformed_namespaces.setdefault(declaration.namespace, []).append(ref(obj))
             other = state.declarations.get(declaration.namespace)
             if other is not None:
                 raise ShapeError.at(
@@ -431,11 +453,25 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         elif kind == "Secret" and group == "" and is_values_secret(obj, ROOT_NAMESPACE):
             values_vgpu = _platform_vgpu_from_values(obj)
     if state.gpuclasses:
+        from cozyrender.gpuclass.classes import resource_name
         from cozyrender.gpuclass.conflicts import find_conflicts
 
         state.conflicts = find_conflicts(state.gpuclasses.values())
-    # The label is what the platform rendered; the values are its input.
-    state.platform_vgpu = namespace_label if namespace_label is not None else values_vgpu
+        by_resource: dict[str, list[str]] = {}
+        for class_name, gpuclass in state.gpuclasses.items():
+            resource = resource_name(gpuclass)
+            if resource:
+                by_resource.setdefault(resource, []).append(class_name)
+        state.class_resources = {resource: tuple(sorted(names)) for resource, names in by_resource.items()}
+    for found in state.malformed_namespaces.values():
+        found.sort()
+    # The label is what the platform rendered, the values its input: both must say true.
+    from cozyrender.entitlement import agreed_entitlement
+
+    state.platform_vgpu, state.platform_disagreement = agreed_entitlement({
+        "the tenant-root Namespace label": namespace_label,
+        "_cluster.gpu-vgpu in tenant-root/cozystack-values": values_vgpu,
+    })
 
     known = set(state.declarations) | set(state.reserved) | set(quotas) | set(pods)
     for namespace in known:
@@ -522,6 +558,22 @@ def _check_gpuclass(obj: Mapping) -> None:
 
     resource_name(obj), mode(obj), tolerations(obj), creation_time(obj)
 
+
+def _comparable(obj: Mapping, scoped: bool) -> Mapping:
+    """`obj` as copies of one object are compared: whatever the version, and
+    without a stray namespace on a cluster-scoped kind."""
+    rest = {key: value for key, value in obj.items() if key != "apiVersion"}
+    if not scoped and isinstance(rest.get("metadata"), dict):
+        rest["metadata"] = {key: value for key, value in rest["metadata"].items() if key != "namespace"}
+    return rest
+
+
+def _version_order(obj: Mapping) -> tuple:
+    """A fixed order for two copies in a message, whatever the input order."""
+    return (str(obj.get("apiVersion")), repr(sorted(map(str, obj.items()))))
+
+
+_CLUSTER_SCOPED = frozenset({"GPUClass", "Namespace"})
 
 _INDEXED_KINDS = frozenset({
     TENANT, VM_INSTANCE, KUBERNETES_NODES, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",
