@@ -134,7 +134,7 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
                 _growth_field(new, old, growing),
                 f"Forbidden: exceeded GPU budget {key.key!r} of pool {root}: "
                 f"requested {requested}, reserved {reserved}, carved out {carved}, budget {budget} "
-                f"({requested + reserved + carved} > {budget})",
+                f"({requested + reserved + carved} > {budget}){declaration.unusable_note(key)}",
             ))
     return answer.decision()
 
@@ -295,7 +295,8 @@ def _gate_budget_keys(
                 quota_field(_charged_key(child, target).key),
                 f"Forbidden: exceeds what pool {root} has left of {target.key!r}: "
                 f"requested {charged}{_charge_note(child, target, charged)}, budget {limits[target]}, "
-                f"carved out {others}, reserved {used} (available {max(available, 0)})",
+                f"carved out {others}, reserved {used} (available {max(available, 0)})"
+                f"{state.declarations[root].unusable_note(target)}",
             ))
 
 
@@ -348,7 +349,8 @@ def _gate_ordinary_keys(
                 f"Forbidden: exceeds what pool {root} has left of {_named(child, key, state.declarations[root])}: "
                 f"requested {format_amount(key, child.ordinary[key])}{note}, budget {format_amount(key, limits[key])}, "
                 f"carved out {format_amount(key, others)}, used {format_amount(key, used)} ({key}) "
-                f"(available {format_amount(key, max(available, Fraction(0)))})",
+                f"(available {format_amount(key, max(available, Fraction(0)))})"
+                f"{state.declarations[root].unusable_note(key)}",
             ))
 
 
