@@ -62,9 +62,7 @@ def bounded_quantity(value: object, owner: Mapping, path: str) -> Fraction:
 
 
 def check_resources(values: Mapping, owner: Mapping, path: str) -> None:
-    """Every value of a resources map (`limits`, `requests`, `overhead`,
-    `status.used`) within bounds; ShapeError naming the first that is not."""
+    """Every value of a resources map (`limits`, `requests`, `overhead`)
+    a quantity within bounds; ShapeError naming the first that is not."""
     for name, value in values.items():
-        problem = quantity_text_problem(value)
-        if problem is not None:
-            raise ShapeError.at(owner, f"{path}.{name}", problem)
+        bounded_quantity(value, owner, f"{path}.{name}")

@@ -170,11 +170,16 @@ def parse_declaration(tenant: Mapping) -> Declaration:
                 problems.append((key, f"unsupported GPU budget key {err}"))
                 cap_at_zero(ALL_CLASSES, f"unsupported GPU budget key {key!r}")
                 continue
+            problem = quantity_text_problem(value)
+            if problem is not None:
+                raise ShapeError.at(tenant, where, problem)
             try:
                 budgets[parsed] = parse_budget_value(value)
             except BudgetValueTooLarge as err:
                 raise ShapeError.at(tenant, where, str(err)) from None
             except InvalidBudgetValue as err:
+                if _too_large(value):
+                    raise ShapeError.at(tenant, where, f"is too large (more than {MAX_WHOLE})") from None
                 problems.append((key, f"invalid GPU budget for {key!r}: {err}"))
                 cap_at_zero(parsed, f"{key!r} is {got(value)}")
         else:
@@ -223,6 +228,15 @@ def parse_declaration(tenant: Mapping) -> Declaration:
         requests_vgpu=requests_vgpu,
         unusable=unusable,
     )
+
+
+def _too_large(value: object) -> bool:
+    """Whether `value`, not a whole number of devices, is a quantity past the
+    bound (`9999999999999999999999Ei`): bad input, not an unusable budget."""
+    try:
+        return abs(parse_quantity(value)) > MAX_WHOLE
+    except InvalidQuantity:
+        return False
 
 
 # Workloads name a handful of classes: test each name once.
