@@ -148,3 +148,27 @@ def test_a_state_file_can_be_left_out_however_it_is_named(tmp_path):
     (tmp_path / "repo" / "b.yaml").write_text("kind: B\nmetadata: {name: b}\n")
     loaded = load_objects([tmp_path / "repo"], exclude=[tmp_path / "repo" / ".." / "repo" / "b.yaml"])
     assert [o["kind"] for o in loaded] == ["A"] and loaded.excluded == [str(tmp_path / "repo" / "b.yaml")]
+
+
+def test_catalog_and_check_read_a_yaml_state_as_they_read_the_same_json(tmp_path):
+    """Through the CLI: the bundled cluster as one `kubectl get -o yaml` List
+    and as JSON gives the same catalog, and no progress line off a terminal."""
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from cozyrender.commands.catalog import command as catalog
+    from cozyrender.commands.check import command as check
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "cluster"
+    objects = list(load_objects([example]))
+    document = {"apiVersion": "v1", "items": objects, "kind": "List", "metadata": {"resourceVersion": ""}}
+    (tmp_path / "state.yaml").write_text(yaml.safe_dump(document))
+    (tmp_path / "state.json").write_text(json.dumps(document))
+    runner = CliRunner()
+    as_yaml = runner.invoke(catalog, ["--state", str(tmp_path / "state.yaml")])
+    as_json = runner.invoke(catalog, ["--state", str(tmp_path / "state.json")])
+    assert as_yaml.exit_code == as_json.exit_code == 0, as_yaml.output
+    assert as_yaml.output == as_json.output and "loading" not in as_yaml.output
+    audits = [runner.invoke(check, ["--state", str(tmp_path / name), "-o", "json"]) for name in ("state.yaml", "state.json")]
+    assert audits[0].exit_code == audits[1].exit_code and audits[0].output == audits[1].output
