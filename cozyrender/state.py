@@ -136,10 +136,11 @@ def iter_state_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
 
 def parse_documents(text: str, source: str) -> Objects:
     """Objects in one file's text, `List`s flattened; a non-object document is an error."""
-    docs = _json_documents(text, source) if text.lstrip().startswith(("{", "[")) else None
-    if docs is None:
-        docs = _yaml_documents(text, source, lambda: text)
-    return _objects(docs, source)
+    with _collector_paused():
+        docs = _json_documents(text, source) if text.lstrip().startswith(("{", "[")) else None
+        if docs is None:
+            docs = _yaml_documents(text, source, lambda: text)
+        return _objects(docs, source)
 
 
 def _json_documents(text: str, source: str) -> list | None:

@@ -58,14 +58,24 @@ def _stream_support():
         raise ImportError("unexpected wildcard implicit resolvers")
     constructors = SafeConstructor.yaml_constructors
 
+    seen: dict[str, object] = {}  # plain scalars repeat (`true`, `0`, `tenant-a`): resolve each once
+
     def resolve(value: str, candidates: list) -> object:
-        """A plain scalar as the safe loader constructs it."""
+        """A plain scalar as the safe loader constructs it (every value it
+        constructs for a scalar is immutable, so one may be shared)."""
+        if value in seen:
+            return seen[value]
+        result: object = value
         for tag, regexp in candidates:
             if regexp.match(value):
                 if tag == MERGE_TAG or tag not in constructors:
                     raise Unsupported(tag)
-                return constructors[tag](constructor, ScalarNode(tag, value))
-        return value
+                result = constructors[tag](constructor, ScalarNode(tag, value))
+                break
+        if len(seen) >= 4096:
+            seen.clear()
+        seen[value] = result
+        return result
 
     return events, resolvers, resolve
 
