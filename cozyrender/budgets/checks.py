@@ -143,34 +143,32 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
     """The declaration gate for a Tenant write (create, or update of the
     Tenant with the same namespace and name in `state`).
 
-    A tenant name containing '-' (the namespace chain is read from
-    namespace names), malformed keys in the budget domain, invalid budget
-    values, ordinary values that are not non-negative quantities and two
-    ordinary keys rendering to one quota key are refused. Then:
+    A name outside Cozystack's grammar is bad input (`parse_declaration`
+    raises). Malformed keys in the budget domain (with or without '/'),
+    invalid budget values, ordinary values that are not non-negative
+    quantities and two ordinary keys rendering to one quota key are
+    refused. Then:
 
     - its own pool, for every tenant (the root included): a budget key it
       newly declares must hold what its pool already holds (reservations
       plus sub-tenants' carve-outs); an ordinary key it newly declares or
-      changes must hold what its subtree already uses (usage plus
-      sub-tenants' carve-outs, keys compared by the quota key they render to);
-    - the pool above, per key it declares, against the pool root R of the
-      namespace it is created in (budget or ordinary sense): when R declares
-      the key (or, for a class-scoped key, the class-less key), the tenant's
-      charge to it must fit what R has left: R's value minus the other
-      carving tenants' charges minus what R's pool uses (reserved devices,
-      or ordinary usage), the tenant's own subtree excluded. When R declares
-      neither, nothing constrains the key;
+      lowers must hold what its subtree already uses (usage plus
+      sub-tenants' carve-outs, keys compared by the quota key they render to;
+      a kept or raised value is judged by the gate above alone, item 9);
+    - the pool above, per key of the pool root R of the namespace it is
+      created in (budget or ordinary sense) that the tenant caps (`caps`: a
+      key it declares, or for a class key of R its all-classes key too): its
+      charge (`tenant_charge`: the larger of its value and what its pool
+      holds) must fit what R has left: R's value minus the other carving
+      tenants' charges minus what R's pool uses (reserved devices, or
+      ordinary usage), the tenant's own subtree excluded. Keys of R it does
+      not cap constrain nothing;
     - an update that stops the tenant being a pool root (in either sense)
       puts its pool's reservations, usage and carve-outs back into R's pool:
       they must fit there, for every key of R they add to.
     """
     child = parse_declaration(tenant)
     answer = _Answer()
-    if "-" in child.tenant:
-        answer.reasons.append(Reason(
-            "metadata.name",
-            f"Invalid: tenant name {child.tenant!r} contains '-': the namespace chain is read from namespace names",
-        ))
     for key, problem in child.problems:
         answer.reasons.append(Reason(quota_field(key), f"Invalid: {problem}"))
     before = state.declarations.get(child.namespace)
