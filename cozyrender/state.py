@@ -212,6 +212,8 @@ def load_file(path: str | os.PathLike, progress: Progress | None = None) -> Obje
         except UnicodeDecodeError as err:
             raise StateError(f"{source}: not UTF-8 text (byte {err.start}: {err.reason})") from None
         if head.lstrip().startswith(("{", "[")):
+            if progress is not None:  # one call parses it all: say so up front when it is big
+                progress.announce(source, os.fstat(handle.fileno()).st_size)
             text = head + _rest(handle, source)
             docs = _json_documents(text, source)
             if docs is None:
@@ -237,6 +239,8 @@ class Progress:
     `delay` seconds, then `loading FILE: NN%` rewritten in place, cleared at
     the end."""
 
+    ANNOUNCE_BYTES = 64 * 2**20
+
     def __init__(self, delay: float = 1.5, stream=None) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -257,6 +261,14 @@ class Progress:
             self.shown = True
 
         return report
+
+    def announce(self, source: str, size: int) -> None:
+        """For a file parsed in one call (JSON): a line up front when it is
+        large enough to take a couple of seconds (about 64 MiB)."""
+        if self.enabled and size >= self.ANNOUNCE_BYTES:
+            self.stream.write(f"\rloading {source} ({size / 2**20:.0f} MiB)\x1b[K")
+            self.stream.flush()
+            self.shown = True
 
     def done(self) -> None:
         if self.shown:

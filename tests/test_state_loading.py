@@ -135,6 +135,13 @@ def test_progress_is_shown_only_on_a_terminal_and_only_after_the_delay(tty):
         assert "loading state.yaml: 50%" in stream.getvalue() and stream.getvalue().endswith("\r\x1b[K")
     else:
         assert stream.getvalue() == ""
+    announced = _Terminal(tty)
+    big = Progress(stream=announced)
+    big.announce("state.json", 10)  # small: nothing
+    big.announce("state.json", 100 * 2**20)
+    big.done()
+    assert ("loading state.json (100 MiB)" in announced.getvalue()) is tty
+    assert "(0 MiB)" not in announced.getvalue()
     quiet = _Terminal(True)
     late = Progress(delay=3600, stream=quiet)
     late.reporter("state.yaml", 1000)(500)
