@@ -17,7 +17,8 @@ from fractions import Fraction
 
 from cozyrender.keys import BudgetKey
 
-from .index import ALL_CLASSES, NO_CHARGE, BudgetState, Charge, caps, covered, key_order, tenant_charge
+from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, tenant_charge
+from .index import BudgetState, covered, key_order
 from .model import (
     KUBERNETES_NODES,
     Declaration,
