@@ -140,7 +140,7 @@ def parse_declaration(tenant: Mapping) -> Declaration:
     bounds (`bounds`), are ShapeErrors: bad input, not a declaration."""
     from cozyrender.entitlement import flag_value
 
-    from .index import ALL_CLASSES
+    from .charges import ALL_CLASSES
 
     created_in, name = metadata_name_namespace(tenant)
     if not TENANT_NAME.match(name):
