@@ -9,6 +9,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_budgets_builders import (
     classes,
     gpuclass,
@@ -303,3 +305,30 @@ def test_item11_a_write_that_is_also_in_the_state_is_checked_against_the_rest(tm
     # Named another way, it is the same file.
     result = _invoke("--state", str(repo), "--write", str(tmp_path / "gitops" / ".." / "gitops" / "vm.json"))
     assert result.exit_code == 1 and "is also in --state" in result.output
+
+
+# -- item 8, fuzzed: no input makes `check` print a traceback --------------------------
+
+_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.floats(allow_nan=True),
+    st.sampled_from(["9" * 3000, "1e9999999", "1e-9999999", "-1", "500m", "4000m", "1Ei", "0x10", "", "Infinity"]),
+    st.text(max_size=8), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+_fuzzed = st.one_of(
+    st.builds(lambda name, ns, q: tenant(name, ns, quotas=q), st.sampled_from(["a", "b", "root", "a-b", "X"]),
+              st.sampled_from(["tenant-root", "tenant-a", "tenant--x"]),
+              st.dictionaries(st.sampled_from([A100, ALL, "cpu", "memory", "a100.gpuclass.cozystack.io"]), _values, max_size=3)),
+    st.builds(lambda ns, count, name: vm(ns, "v", [{"class": "a100", "count": count}, {"name": name}]),
+              st.sampled_from(["tenant-a", "tenant-root"]), _values, st.sampled_from(["nvidia.com/a100", "x.io/y"])),
+    st.builds(lambda low, high: nodes("tenant-a", "p", [{"class": "a100"}], max_replicas=high, minReplicas=low), _values, _values),
+    st.builds(lambda cpu: pod("tenant-a", "p", {"cpu": cpu}), _values),
+    st.builds(lambda used: quota("tenant-a", "q", {"limits.cpu": used}), _values),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_fuzzed, max_size=4), _fuzzed)
+def test_item8_no_state_or_write_makes_check_fail_with_a_traceback(tmp_path, state, write):
+    result = run_check(tmp_path, [*classes(), tenant("a", quotas={"cpu": 4, A100: 2}), *state], write)
+    assert result.exit_code in (0, 1, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
