@@ -43,3 +43,19 @@ def flag_value(value: object) -> bool | None:
 
 def label_value(entitled: bool) -> str:
     return "true" if entitled else "false"
+
+
+def agreed_entitlement(sources: dict[str, bool | None]) -> tuple[bool | None, str | None]:
+    """The platform's vGPU entitlement from several sources (a name per
+    source; None where the source is absent): None when no source is
+    present; True only when every present source says true. When present
+    sources disagree the answer is False, with a message naming each
+    source and what it says: every choice errs towards refusing, and no
+    source outranks another (issue 11 item 6)."""
+    present = {name: value for name, value in sources.items() if value is not None}
+    if not present:
+        return None, None
+    if len(set(present.values())) == 1:
+        return next(iter(present.values())), None
+    said = ", ".join(f"{name} says {label_value(value)}" for name, value in sorted(present.items()))
+    return False, f"the platform's vGPU sources disagree ({said}): treated as off until they agree"

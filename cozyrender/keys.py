@@ -39,6 +39,17 @@ class InvalidBudgetValue(ValueError):
     """A budget value that is not a whole, non-negative number of devices."""
 
 
+class BudgetValueTooLarge(InvalidBudgetValue):
+    """A whole number past the bound: hostile or absurd input, not a budget."""
+
+
+# The largest whole number read anywhere in the budget domain (an int64, as
+# Kubernetes stores counts); its decimal spelling has at most 19 digits, so
+# no text longer than that is ever converted.
+MAX_WHOLE = 2**63 - 1
+_MAX_WHOLE_DIGITS = len(str(MAX_WHOLE))
+
+
 class BudgetKey(namedtuple("BudgetKey", "gpu_class")):
     """A parsed budget key. `gpu_class` is None for the all-classes key.
     (A named tuple: hashable and immutable, and cheap to import on the
@@ -72,6 +83,21 @@ def in_budget_domain(key: str) -> bool:
     return prefix == DOMAIN or prefix.endswith(_DOMAIN_SUFFIX)
 
 
+def declared_in_budget_domain(key: str) -> bool:
+    """For a key a Tenant declares: whether it belongs to the budget domain,
+    written with or without a `/` (`a100.gpuclass.cozystack.io` is a
+    malformed budget key, refused, never an ordinary quota key: the check
+    could not enforce it, and no pod resource is named that way).
+    (`in_budget_domain` stays the test for quota and resource names, where
+    a name without `/` is a plain resource name.)"""
+    if in_budget_domain(key):
+        return True
+    if "/" in key:
+        return False
+    lowered = key.lower()
+    return lowered == DOMAIN or lowered.endswith(_DOMAIN_SUFFIX)
+
+
 def spell_budget_key(gpu_class: str | None) -> str:
     """The budget key for one class, or the all-classes key for None."""
     if gpu_class is None:
@@ -92,9 +118,12 @@ def parse_budget_key(key: str) -> BudgetKey:
     The caller decides domain membership first (`in_budget_domain`): a key
     outside the domain is not a budget key at all, and is refused here too.
     """
-    if not in_budget_domain(key):
+    if not declared_in_budget_domain(key):
         raise InvalidBudgetKey(key, f"not in the {DOMAIN} budget domain")
-    prefix, _, resource = key.partition("/")
+    prefix, slash, resource = key.partition("/")
+    if not slash:
+        raise InvalidBudgetKey(
+            key, f"a budget key names its resource after '/': declare {ALL_CLASSES_KEY!r} or '<class>.{ALL_CLASSES_KEY}'")
     for quota_prefix in QUOTA_PREFIXES:
         if prefix.lower().startswith(quota_prefix):
             raise InvalidBudgetKey(
@@ -146,13 +175,29 @@ def parse_budget_value(value: object) -> int:
 
     Quantities with suffixes, fractions and negative numbers are refused:
     devices are counted, not measured.
+    Numbers past MAX_WHOLE raise BudgetValueTooLarge, and are never
+    converted from text longer than 19 digits (the cost of reading one
+    never depends on its size).
     """
     if isinstance(value, bool):
         raise InvalidBudgetValue(f"{value!r} is not a number of devices")
     if isinstance(value, int):
         if value < 0:
-            raise InvalidBudgetValue(f"{value} is negative; a budget is zero or more devices")
+            raise InvalidBudgetValue(f"{_short(value)} is negative; a budget is zero or more devices")
+        if value > MAX_WHOLE:
+            raise BudgetValueTooLarge(f"{_short(value)} is too large (more than {MAX_WHOLE})")
         return value
     if isinstance(value, str) and _WHOLE_NUMBER.match(value):
-        return int(value)
-    raise InvalidBudgetValue(f"{value!r} is not a whole, non-negative number of devices")
+        digits = value.lstrip("0") or "0"
+        if len(digits) > _MAX_WHOLE_DIGITS or int(digits) > MAX_WHOLE:
+            raise BudgetValueTooLarge(f"{_short(value)} is too large (more than {MAX_WHOLE})")
+        return int(digits)
+    raise InvalidBudgetValue(f"{_short(value)} is not a whole, non-negative number of devices")
+
+
+def _short(value: object) -> str:
+    """A value for a message, cut short: a hostile number may have thousands of digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return "a number of more than 19 digits"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

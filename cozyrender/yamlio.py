@@ -26,3 +26,140 @@ def dump_readable(value: object, **options: object) -> str:
     """`value` as readable YAML (see ReadableDumper); `options` go to yaml.dump."""
     settings = {"sort_keys": False, "default_flow_style": False, "allow_unicode": True, "width": 1 << 16}
     return yaml.dump(value, Dumper=ReadableDumper, **{**settings, **options})
+
+
+# -- streaming loads ---------------------------------------------------------
+#
+# `yaml.load_all(stream, CSafeLoader)` composes each document into a tree of
+# nodes (in C) before constructing any Python object (in Python): for a
+# `kubectl get -o yaml` List of 25 MB that is one document, a node tree of
+# a gigabyte, and the cyclic collector re-scanning it as it grows. The
+# builder below reads libyaml's events instead and builds the objects
+# directly, one event at a time: memory is the objects themselves, and the
+# results are the safe loader's (same parser, same implicit resolution, the
+# same constructors for non-string scalars). What it does not build itself
+# (anchors and aliases, explicit tags, merge keys, complex keys) it leaves to
+# the safe loader: the caller loads that text again the ordinary way.
+
+
+class Unsupported(Exception):
+    """A construct the streaming builder leaves to the safe loader."""
+
+
+def _stream_support():
+    from yaml import events
+    from yaml.constructor import SafeConstructor
+    from yaml.nodes import ScalarNode
+    from yaml.resolver import Resolver
+
+    constructor = SafeConstructor()
+    resolvers = Resolver.yaml_implicit_resolvers
+    if resolvers.get(None):  # wildcard resolvers: none in PyYAML's safe resolver
+        raise ImportError("unexpected wildcard implicit resolvers")
+    constructors = SafeConstructor.yaml_constructors
+
+    seen: dict[str, object] = {}  # plain scalars repeat (`true`, `0`, `tenant-a`): resolve each once
+
+    def resolve(value: str, candidates: list) -> object:
+        """A plain scalar as the safe loader constructs it (every value it
+        constructs for a scalar is immutable, so one may be shared)."""
+        if value in seen:
+            return seen[value]
+        result: object = value
+        for tag, regexp in candidates:
+            if regexp.match(value):
+                if tag == MERGE_TAG or tag not in constructors:
+                    raise Unsupported(tag)
+                result = constructors[tag](constructor, ScalarNode(tag, value))
+                break
+        if len(seen) >= 4096:
+            seen.clear()
+        seen[value] = result
+        return result
+
+    return events, resolvers, resolve
+
+
+_NO_KEY = object()
+
+
+def iter_documents(stream, progress=None):
+    """The documents of a YAML stream (text, or a text file object read in
+    chunks) as `yaml.load_all(stream, Loader=SafeLoader)` would give them,
+    built from libyaml's events without a node tree. Raises Unsupported for
+    anchors, aliases, explicit tags, merge keys and complex keys (load the
+    text with the safe loader then), yaml.YAMLError for invalid YAML.
+    `progress(position)` is called now and then with the character offset
+    reached (for a progress line)."""
+    events, resolvers, resolve = _stream_support()
+    parser = SafeLoader(stream)  # libyaml's parser when present: only its events are used
+    try:
+        yield from _documents(parser, events, resolvers, resolve, progress)
+    finally:
+        parser.dispose()
+
+
+def _documents(parser, events, resolvers, resolve, progress):
+    get_event = parser.get_event
+    scalar_event, mapping_start, sequence_start = events.ScalarEvent, events.MappingStartEvent, events.SequenceStartEvent
+    collection_end = (events.MappingEndEvent, events.SequenceEndEvent)
+    document_start, document_end, stream_end = events.DocumentStartEvent, events.DocumentEndEvent, events.StreamEndEvent
+    get_resolvers = resolvers.get
+    get_event()  # StreamStartEvent
+    counted = 0
+    while True:
+        event = get_event()
+        if event.__class__ is stream_end:
+            return
+        if event.__class__ is not document_start:
+            raise Unsupported(type(event).__name__)
+        stack: list = []  # open collections, innermost last
+        keys: list = []   # per open collection: a mapping's pending key (_NO_KEY when none)
+        document = None
+        while True:
+            event = get_event()
+            cls = event.__class__
+            if cls is scalar_event:
+                if event.anchor is not None or event.tag is not None:
+                    raise Unsupported("anchor or tag")
+                value = event.value
+                if event.implicit[0]:  # plain: resolve as the safe loader does
+                    candidates = get_resolvers(value[:1])
+                    if candidates:
+                        value = resolve(value, candidates)
+                opened = False
+            elif cls is mapping_start or cls is sequence_start:
+                if event.anchor is not None or (event.tag is not None and not event.implicit):
+                    raise Unsupported("anchor or tag")
+                value = {} if cls is mapping_start else []
+                opened = True
+            elif cls in collection_end:
+                stack.pop()
+                keys.pop()
+                continue
+            elif cls is document_end:
+                break
+            else:  # an alias
+                raise Unsupported(cls.__name__)
+            if stack:
+                top = stack[-1]
+                if top.__class__ is list:
+                    top.append(value)
+                else:
+                    key = keys[-1]
+                    if key is _NO_KEY:
+                        if opened:
+                            raise Unsupported("complex key")
+                        keys[-1] = value
+                    else:
+                        top[key] = value
+                        keys[-1] = _NO_KEY
+            else:
+                document = value
+            if opened:
+                stack.append(value)
+                keys.append(_NO_KEY)
+                counted += 1
+                if progress is not None and not counted & 0x3FFF:
+                    progress(event.start_mark.index)
+        yield document

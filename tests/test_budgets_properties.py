@@ -1,6 +1,10 @@
 """Property tests over random tenant trees and write sequences:
-- the design page's invariant holds after every admitted write of any
-  sequence that never lowers or removes a declared budget;
+- no pool holds more devices than the budgets above it allow, counting every
+  path above (sub-pools included, through the keys that cap them), after
+  every admitted write of any sequence, the attacker's moves included:
+  lowering a child's budget and then growing the parent's pool, children
+  declaring only the all-classes key, device-plugin names; only a pool whose
+  own value was lowered may hold more than that value (issue 11);
 - a workload write with no growth is always admitted;
 - a Tenant write that stops a tenant being a pool root (dropping all its
   keys, or all its ordinary keys) never breaks the invariant either;
@@ -11,12 +15,14 @@ scratch, independently of the index's aggregates."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_budgets_builders import gpuclass, nodes, tenant, vm
+from test_budgets_builders import gpuclass, nodes, pod, tenant, vm
 
-from cozyrender.budgets import audit, check_write, index_state, parse_declaration, parse_workload
-from cozyrender.budgets.index import budget_charge
+from cozyrender.budgets import BudgetInputError, audit, check_write, index_state, parse_declaration, parse_workload
 from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, parent_namespace
 
 CLASSES = ("a100", "h100")
@@ -27,7 +33,11 @@ paths = st.lists(st.sampled_from("ab"), min_size=1, max_size=3).map(tuple)
 workload_paths = st.one_of(st.just(()), paths)
 tenant_paths = workload_paths  # () is the root tenant, `root` in tenant-root
 quotas = st.dictionaries(st.sampled_from(BUDGET_KEYS + ("cpu",)), st.integers(0, 4), max_size=3)
-gpus = st.lists(st.fixed_dictionaries({"class": st.sampled_from(CLASSES), "count": st.integers(0, 3)}), min_size=1, max_size=2)
+class_entries = st.fixed_dictionaries({"class": st.sampled_from(CLASSES), "count": st.integers(0, 3)})
+# Device-plugin names: a class's resource, or another device (issue 11 item 3).
+raw_entries = st.fixed_dictionaries({"name": st.sampled_from(["nvidia.com/a100", "vendor.example/fpga"]),
+                                     "count": st.integers(0, 50)})
+gpus = st.lists(st.one_of(class_entries, class_entries, class_entries, raw_entries), min_size=1, max_size=2)
 
 
 def namespace_of(path: tuple[str, ...]) -> str:
@@ -51,6 +61,8 @@ writes = st.one_of(
     st.tuples(st.just("drop"), tenant_paths, st.booleans()),
     st.tuples(st.just("vm"), workload_paths, st.integers(0, 1), gpus),
     st.tuples(st.just("pool"), workload_paths, st.integers(0, 1), gpus, st.integers(0, 3)),
+    # The attacker lowering a child (then growing elsewhere): one key, to a smaller value.
+    st.tuples(st.just("lower"), tenant_paths, st.sampled_from(BUDGET_KEYS + ("cpu",)), st.integers(0, 3)),
 )
 
 
@@ -70,6 +82,12 @@ def _materialize(write: tuple, objects: dict) -> dict:
                 merged[key] = max(value, merged.get(key, 0))
             obj = tenant_at(path, merged)
         return obj
+    if write[0] == "lower":
+        _, path, key, value = write
+        old = objects.get(_identity(tenant_at(path, {})))
+        merged = dict((old["spec"].get("resourceQuotas") or {}) if old is not None else {})
+        merged[key] = min(value, merged.get(key, value))
+        return tenant_at(path, merged)
     if write[0] == "drop":  # all its keys, or all its ordinary keys: it stops being a pool root
         _, path, everything = write
         old = objects.get(_identity(tenant_at(path, {})))
@@ -84,14 +102,21 @@ def _materialize(write: tuple, objects: dict) -> dict:
     return nodes(namespace_of(path), f"pool{index}", entries, max_replicas=replicas)
 
 
-def naive_violations(objects: list[dict]) -> list[str]:
-    """Every (pool root, key) whose reservations plus charges exceed its
-    budget, and every ordinary pool whose carve-outs exceed its value."""
+def naive_violations(objects: list[dict], lowered: set = frozenset()) -> list[str]:
+    """Every (pool root, key) whose pool holds more devices of the classes
+    the key covers than the key allows, counting every path below it: the
+    pool's own reservations, and what each carving sub-pool holds of those
+    classes through the keys that cap it (a sub-pool declaring only class
+    keys caps those classes; one declaring the all-classes key caps every
+    class). Computed from scratch, apart from the index and its charges.
+    (root, key) pairs in `lowered` may hold more than their own value.
+    Also every ordinary pool whose carve-outs exceed its value."""
     declarations = {}
     for obj in objects:
         if obj["kind"] == "Tenant":
             declaration = parse_declaration(obj)
             declarations[declaration.namespace] = declaration
+    workloads = [parse_workload(obj) for obj in objects if obj["kind"] in ("VMInstance", "KubernetesNodes")]
 
     def root_of(namespace):
         for candidate in ancestors(namespace):
@@ -99,22 +124,40 @@ def naive_violations(objects: list[dict]) -> list[str]:
                 return candidate
         return None
 
+    def capped(declaration):
+        if any(key.gpu_class is None for key in declaration.budgets):
+            return None  # every class
+        return {key.gpu_class for key in declaration.budgets}
+
+    def within(gpu_class, classes):
+        return classes is None or gpu_class in classes
+
+    def meet(one, other):
+        if one is None:
+            return other
+        if other is None:
+            return one
+        return one & other
+
+    def holds(root, classes):
+        """Devices of `classes` (None: all) in root's pool and, through the
+        keys that cap them, in the sub-pools carving from it."""
+        total = sum(n for w in workloads if root_of(w.namespace) == root
+                    for c, n in w.reservations.items() if within(c, classes))
+        for namespace, child in declarations.items():
+            parent = parent_namespace(namespace)
+            if child.budgets and parent is not None and root_of(parent) == root:
+                total += holds(namespace, meet(classes, capped(child)))
+        return total
+
     violations = []
     for root, declaration in declarations.items():
         for key, budget in declaration.budgets.items():
-            reserved = sum(
-                n
-                for obj in objects if obj["kind"] in ("VMInstance", "KubernetesNodes")
-                for workload in [parse_workload(obj)] if root_of(workload.namespace) == root
-                for c, n in workload.reservations.items() if key.covers(c)
-            )
-            charges = sum(
-                budget_charge(child, key)
-                for ns, child in declarations.items()
-                if child.budgets and parent_namespace(ns) and root_of(parent_namespace(ns)) == root
-            )
-            if reserved + charges > budget:
-                violations.append(f"{root} {key.key}: {reserved} + {charges} > {budget}")
+            if (root, key.key) in lowered:
+                continue
+            held = holds(root, None if key.gpu_class is None else {key.gpu_class})
+            if held > budget:
+                violations.append(f"{root} {key.key}: holds {held} > {budget}")
 
     def ordinary_root_of(namespace):
         for candidate in ancestors(namespace):
@@ -124,6 +167,8 @@ def naive_violations(objects: list[dict]) -> list[str]:
 
     for root, declaration in declarations.items():  # no pods here: ordinary pools hold only carve-outs
         for key, value in declaration.ordinary.items():
+            if (root, "cpu") in lowered:
+                continue
             charges = sum(
                 child.ordinary.get(key, 0)
                 for ns, child in declarations.items()
@@ -135,6 +180,7 @@ def naive_violations(objects: list[dict]) -> list[str]:
 
 
 A100 = "a100.gpuclass.cozystack.io/devices"
+ALL = "gpuclass.cozystack.io/devices"
 
 
 @SETTINGS
@@ -145,14 +191,29 @@ A100 = "a100.gpuclass.cozystack.io/devices"
 @example([("vm", (), 0, [{"class": "a100", "count": 3}]), ("tenant", (), {A100: 2})])
 @example([("tenant", ("a",), {A100: 1}), ("tenant", ("a", "b"), {"cpu": 1}),
           ("vm", ("a", "b"), 0, [{"class": "a100", "count": 3}]), ("drop", ("a", "b"), True)])
+# Issue 11 item 1: lower a child below what it holds, then grow the parent's pool.
+@example([("tenant", ("a",), {A100: 4}), ("tenant", ("a", "b"), {A100: 4}),
+          ("vm", ("a", "b"), 0, [{"class": "a100", "count": 3}]), ("lower", ("a", "b"), A100, 0),
+          ("vm", ("a",), 0, [{"class": "a100", "count": 3}])])
+# Issue 11 item 2: a grandchild declaring only the all-classes key under a class-only child.
+@example([("tenant", ("a",), {ALL: 4}), ("tenant", ("a", "b"), {A100: 2}), ("tenant", ("a", "b", "a"), {ALL: 2}),
+          ("vm", ("a", "b", "a"), 0, [{"class": "a100", "count": 2}]), ("vm", ("a",), 0, [{"class": "h100", "count": 2}]),
+          ("vm", ("a", "b"), 1, [{"class": "a100", "count": 1}])])
 def test_invariant_holds_after_every_admitted_write(sequence):
     objects: dict[tuple, dict] = {}
+    lowered: set[tuple[str, str]] = set()
     for write in sequence:
         obj = _materialize(write, objects)
         decision = check_write(index_state(GPUCLASSES + list(objects.values())), obj)
         if decision.allowed:
+            old = objects.get(_identity(obj))
+            if obj["kind"] == "Tenant" and old is not None:
+                before = old["spec"].get("resourceQuotas") or {}
+                after = obj["spec"].get("resourceQuotas") or {}
+                namespace = parse_declaration(obj).namespace
+                lowered |= {(namespace, key) for key, value in after.items() if key in before and value < before[key]}
             objects[_identity(obj)] = obj
-            assert naive_violations(list(objects.values())) == [], (obj, decision)
+            assert naive_violations(list(objects.values()), lowered) == [], (obj, decision)
 
 
 random_state = st.lists(writes, max_size=14).map(
@@ -163,7 +224,9 @@ random_state = st.lists(writes, max_size=14).map(
 @SETTINGS
 @given(random_state, st.data())
 def test_a_write_with_no_growth_is_always_admitted(objects, data):
-    workloads = [o for o in objects if o["kind"] in ("VMInstance", "KubernetesNodes")]
+    # (device-plugin names are refused where classes or budgets apply, growth or not)
+    workloads = [o for o in objects if o["kind"] in ("VMInstance", "KubernetesNodes")
+                 and all("class" in entry for entry in o["spec"]["gpus"])]
     if not workloads:
         return
     old = data.draw(st.sampled_from(workloads))
@@ -183,3 +246,74 @@ def test_answers_do_not_depend_on_object_order(objects, write, rnd):
     first, second = index_state(objects), index_state(shuffled)
     assert check_write(first, obj).as_dict() == check_write(second, obj).as_dict()
     assert [f.as_dict() for f in audit(first)] == [f.as_dict() for f in audit(second)]
+
+
+def _other_version(obj: dict) -> dict:
+    return dict(obj, apiVersion=obj["apiVersion"].rpartition("/")[0] + "/v1beta1" if "/" in obj["apiVersion"]
+                else obj["apiVersion"])
+
+
+def _answer(objects: list[dict], write: dict) -> tuple:
+    """A check's and the audit's answers, or the kind of bad input."""
+    try:
+        state = index_state(objects)
+        return check_write(state, write).as_dict(), [f.as_dict() for f in audit(state)]
+    except BudgetInputError:
+        return ("bad input",)
+
+
+@SETTINGS
+@given(random_state, writes, st.randoms(use_true_random=False), st.data())
+def test_the_same_object_under_two_versions_in_any_order_is_one_object(objects, write, rnd, data):
+    """Issue 11 item 7: an identical copy under another version changes no
+    answer, wherever it is; a different copy is bad input in every order."""
+    if not objects:
+        return
+    obj = _materialize(write, {_identity(o): o for o in objects})
+    copy_of = data.draw(st.sampled_from(objects))
+    with_copy = objects + [_other_version(copy_of)]
+    rnd.shuffle(with_copy)
+    assert _answer(GPUCLASSES + with_copy, obj) == _answer(GPUCLASSES + objects, obj)
+    changed = _other_version(copy_of)
+    changed["metadata"] = dict(changed["metadata"], labels={"changed": "yes"})
+    different = objects + [changed]
+    rnd.shuffle(different)
+    assert _answer(GPUCLASSES + different, obj) == ("bad input",)
+
+
+HOSTILE = ["9" * 5000, "1e9999999", "1e5000", 10**400, "0." + "0" * 3000 + "1", "9" * 40 + "Ei"]
+
+
+def _poison(obj: dict, value: object, data) -> dict:
+    """`obj` with one number replaced by `value`."""
+    obj = json.loads(json.dumps(obj))
+    if obj["kind"] == "Tenant":
+        quotas = obj["spec"].setdefault("resourceQuotas", {})
+        quotas[data.draw(st.sampled_from(sorted(quotas) or list(BUDGET_KEYS + ("cpu",))))] = value
+    elif obj["kind"] == "Pod":
+        obj["spec"]["containers"][0]["resources"]["limits"]["cpu"] = value
+    else:
+        spec = obj["spec"]
+        field = data.draw(st.sampled_from(["count", "maxReplicas"] if obj["kind"] == "KubernetesNodes" else ["count"]))
+        if field == "count":
+            spec["gpus"][0]["count"] = value
+        else:
+            spec["maxReplicas"] = value
+    return obj
+
+
+@SETTINGS
+@given(random_state, st.sampled_from(HOSTILE), st.randoms(use_true_random=False), st.data())
+def test_a_hostile_number_anywhere_in_the_state_is_bad_input_in_any_order(objects, value, rnd, data):
+    """Issue 11 item 8: wherever one hostile number sits (a budget, an
+    ordinary value, a count, maxReplicas, a pod's limit), indexing the state
+    is bad input, never a traceback, a refusal or a long computation."""
+    objects = objects + [pod("tenant-a", "p", {"cpu": "1"})]
+    target = data.draw(st.sampled_from([o for o in objects if o["kind"] != "VMInstance" or o["spec"].get("gpus")]))
+    if target["kind"] in ("VMInstance", "KubernetesNodes") and "count" not in target["spec"]["gpus"][0]:
+        return
+    poisoned = [_poison(o, value, data) if o is target else o for o in objects]
+    rnd.shuffle(poisoned)
+    state_of = [*GPUCLASSES, tenant("a", quotas={"cpu": 4}), *poisoned] if target["kind"] == "Pod" else GPUCLASSES + poisoned
+    with pytest.raises(BudgetInputError):
+        index_state(state_of)

@@ -46,7 +46,8 @@ def test_state_without_classes_refuses_every_class_and_still_checks_budgets(tmp_
     code, answer = run_check_json(tmp_path, state, vm("tenant-a", "v", [{"class": "a100", "count": 2},
                                                                        {"name": "nvidia.com/x"}, {"class": "a100"}]))
     assert code == 1 and answer["warnings"] == []
-    [no_class, budget] = answer["reasons"]
+    [device, no_class, budget] = answer["reasons"]
+    assert device["field"] == "spec.gpus[1].name"  # a raw name where budgets apply (issue 11 item 3)
     assert no_class["field"] == "spec.gpus[0].class"
     assert "holds no GPUClass objects" in no_class["message"]
     assert "kubectl get gpuclasses -o yaml" in no_class["message"]
@@ -54,8 +55,8 @@ def test_state_without_classes_refuses_every_class_and_still_checks_budgets(tmp_
     # Within budget, the class alone refuses it.
     code, answer = run_check_json(tmp_path, state, vm("tenant-a", "v", [{"class": "a100"}]))
     assert code == 1 and [r["field"] for r in answer["reasons"]] == ["spec.gpus[0].class"]
-    # A workload naming no class is not concerned.
-    assert run_check_json(tmp_path, state, vm("tenant-a", "v", [{"name": "nvidia.com/x"}]))[0] == 0
+    # A workload naming no class is not concerned, outside pools with GPU budgets.
+    assert run_check_json(tmp_path, state, vm("tenant-b", "v", [{"name": "nvidia.com/x"}]))[0] == 0
 
 
 def test_the_reviewers_no_gpuclass_case_through_the_cli(tmp_path):

@@ -8,9 +8,12 @@ from hypothesis import strategies as st
 
 from cozyrender.keys import (
     ALL_CLASSES_KEY,
+    MAX_WHOLE,
     BudgetKey,
+    BudgetValueTooLarge,
     InvalidBudgetKey,
     InvalidBudgetValue,
+    declared_in_budget_domain,
     in_budget_domain,
     parse_budget_key,
     parse_budget_value,
@@ -110,3 +113,30 @@ def test_every_class_key_parses_back(gpu_class):
 @given(st.text(max_size=40))
 def test_domain_test_is_case_insensitive(key):
     assert in_budget_domain(key) == in_budget_domain(key.upper()) == in_budget_domain(key.lower())
+
+
+@pytest.mark.parametrize("key", ["gpuclass.cozystack.io", "a100.gpuclass.cozystack.io", "A100.GPUCLASS.cozystack.io"])
+def test_a_declared_key_without_a_slash_is_in_the_budget_domain_and_malformed(key):
+    # issue 11 item 10: malformed budget keys, not ordinary ones; quota and resource names keep
+    # `in_budget_domain`, where a name without '/' is a plain resource name (the CRD agrees)
+    assert declared_in_budget_domain(key) and not in_budget_domain(key)
+    with pytest.raises(InvalidBudgetKey, match="after '/'|lower case"):
+        parse_budget_key(key)
+
+
+@given(st.text(max_size=40))
+def test_declared_domain_extends_the_quota_domain_only_to_keys_without_a_slash(key):
+    if "/" in key or in_budget_domain(key):
+        assert declared_in_budget_domain(key) == in_budget_domain(key)
+
+
+@pytest.mark.parametrize("value", ["9" * 5000, 10**4000, str(MAX_WHOLE + 1), MAX_WHOLE + 1, "0" * 30 + "1" + "0" * 19])
+def test_budget_values_past_the_bound_are_too_large_and_never_converted_whole(value):
+    with pytest.raises(BudgetValueTooLarge) as err:
+        parse_budget_value(value)
+    assert len(str(err.value)) < 120  # a hostile number is not echoed in full
+
+
+def test_the_bound_itself_and_leading_zeros_are_fine():
+    assert parse_budget_value(str(MAX_WHOLE)) == MAX_WHOLE
+    assert parse_budget_value("0" * 40 + "7") == 7

@@ -23,7 +23,8 @@ from cozyrender.kube.quantity import format_quantity
 
 from .index import ALL_CLASSES, BudgetState, key_order
 from .model import quota_field
-from .tree import parent_namespace
+from .tree import ROOT_NAMESPACE, parent_namespace
+from .write import malformed_namespace_message, raw_name_problem
 from .usage import format_amount
 
 ERROR = "error"
@@ -61,19 +62,50 @@ def audit(state: BudgetState) -> list[Finding]:
     findings: list[Finding] = []
     for namespace, declaration in state.declarations.items():
         for key, problem in declaration.problems:
-            findings.append(Finding(ERROR, "invalid-declaration", namespace, quota_field(key), problem))
-        if parent_namespace(namespace) not in (None, declaration.created_in):
-            findings.append(Finding(
-                WARNING, "ambiguous-namespace", namespace, "metadata.name",
-                f"Tenant {declaration.created_in}/{declaration.tenant} owns {namespace}, whose parent by name "
-                f"is {parent_namespace(namespace)}: a '-' in a tenant name breaks the namespace chain",
-            ))
+            note = ""
+            if declaration.unusable:
+                note = "; counted as 0 until fixed (growth under it is refused)"
+            findings.append(Finding(ERROR, "invalid-declaration", namespace, quota_field(key), problem + note))
         if declaration.budgets:
             findings.extend(_audit_budget_pool(state, namespace))
         if declaration.ordinary:
             findings.extend(_audit_ordinary_pool(state, namespace))
         findings.extend(_escapes(state, namespace))
+    findings.extend(_workload_findings(state))
+    for namespace, found in state.malformed_namespaces.items():
+        findings.append(Finding(
+            ERROR, "malformed-namespace", namespace, "metadata.namespace",
+            f"{malformed_namespace_message(namespace)} ({', '.join(found[:3])}"
+            + (f" and {len(found) - 3} more" if len(found) > 3 else "") + ")",
+        ))
+    if state.platform_disagreement:
+        findings.append(Finding(ERROR, "vgpu-disagreement", ROOT_NAMESPACE, "metadata.labels",
+                                state.platform_disagreement))
     findings.sort(key=_sort_key)
+    return findings
+
+
+def _workload_findings(state: BudgetState) -> list[Finding]:
+    """Workloads in the state a write check would refuse whatever their
+    budget (an inverted replica range, a device-plugin name where classes or
+    budgets apply: errors), and device-plugin names elsewhere (warnings:
+    they reserve nothing and no GPU rule reads them)."""
+    findings = []
+    for (kind, namespace, name), workload in state.workloads.items():
+        if workload.replicas_inverted is not None:
+            low, high = workload.replicas_inverted
+            findings.append(Finding(ERROR, "invalid-workload", namespace, f"{kind} {name}: spec.minReplicas",
+                                    f"spec.minReplicas {low} is more than spec.maxReplicas {high}"))
+        for index, device in workload.raw_names:
+            problem = raw_name_problem(state, workload, index, device)
+            field = f"{kind} {name}: spec.gpus[{index}].name"
+            if problem is not None:
+                findings.append(Finding(ERROR, "device-name", namespace, field, problem.removeprefix("Forbidden: ")))
+            else:
+                findings.append(Finding(
+                    WARNING, "device-name", namespace, field,
+                    f"a device-plugin name ({device!r}) reserves nothing: no GPU class, budget or vGPU rule reads it",
+                ))
     return findings
 
 
@@ -127,12 +159,12 @@ def _escapes(state: BudgetState, namespace: str) -> list[Finding]:
     for key in sorted(state.declarations[root].budgets, key=key_order):
         if key in declaration.budgets:
             continue
+        if ALL_CLASSES in declaration.budgets:
+            continue  # charged towards every key above it (index.tenant_charge)
         if key.gpu_class is None:
             uncapped = "classes it declares no budget for" if declaration.budgets else "any class"
         else:
             uncapped = f"class {key.gpu_class}"
-            if ALL_CLASSES in declaration.budgets:
-                uncapped += " (its class-less budget is not charged to a class-scoped key)"
         findings.append(Finding(
             WARNING, "escapes-budget", namespace, quota_field(key.key),
             f"tenant {declaration.created_in}/{declaration.tenant} declares its own quotas but not {key.key!r}: "

@@ -17,7 +17,8 @@ from fractions import Fraction
 
 from cozyrender.keys import BudgetKey
 
-from .index import ALL_CLASSES, BudgetState, budget_charge, covered, key_order
+from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, tenant_charge
+from .index import BudgetState, covered, key_order
 from .model import (
     KUBERNETES_NODES,
     Declaration,
@@ -134,7 +135,7 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
                 _growth_field(new, old, growing),
                 f"Forbidden: exceeded GPU budget {key.key!r} of pool {root}: "
                 f"requested {requested}, reserved {reserved}, carved out {carved}, budget {budget} "
-                f"({requested + reserved + carved} > {budget})",
+                f"({requested + reserved + carved} > {budget}){declaration.unusable_note(key)}",
             ))
     return answer.decision()
 
@@ -143,34 +144,32 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
     """The declaration gate for a Tenant write (create, or update of the
     Tenant with the same namespace and name in `state`).
 
-    A tenant name containing '-' (the namespace chain is read from
-    namespace names), malformed keys in the budget domain, invalid budget
-    values, ordinary values that are not non-negative quantities and two
-    ordinary keys rendering to one quota key are refused. Then:
+    A name outside Cozystack's grammar is bad input (`parse_declaration`
+    raises). Malformed keys in the budget domain (with or without '/'),
+    invalid budget values, ordinary values that are not non-negative
+    quantities and two ordinary keys rendering to one quota key are
+    refused. Then:
 
     - its own pool, for every tenant (the root included): a budget key it
       newly declares must hold what its pool already holds (reservations
       plus sub-tenants' carve-outs); an ordinary key it newly declares or
-      changes must hold what its subtree already uses (usage plus
-      sub-tenants' carve-outs, keys compared by the quota key they render to);
-    - the pool above, per key it declares, against the pool root R of the
-      namespace it is created in (budget or ordinary sense): when R declares
-      the key (or, for a class-scoped key, the class-less key), the tenant's
-      charge to it must fit what R has left: R's value minus the other
-      carving tenants' charges minus what R's pool uses (reserved devices,
-      or ordinary usage), the tenant's own subtree excluded. When R declares
-      neither, nothing constrains the key;
+      lowers must hold what its subtree already uses (usage plus
+      sub-tenants' carve-outs, keys compared by the quota key they render to;
+      a kept or raised value is judged by the gate above alone, item 9);
+    - the pool above, per key of the pool root R of the namespace it is
+      created in (budget or ordinary sense) that the tenant caps (`caps`: a
+      key it declares, or for a class key of R its all-classes key too): its
+      charge (`tenant_charge`: the larger of its value and what its pool
+      holds) must fit what R has left: R's value minus the other carving
+      tenants' charges minus what R's pool uses (reserved devices, or
+      ordinary usage), the tenant's own subtree excluded. Keys of R it does
+      not cap constrain nothing;
     - an update that stops the tenant being a pool root (in either sense)
       puts its pool's reservations, usage and carve-outs back into R's pool:
       they must fit there, for every key of R they add to.
     """
     child = parse_declaration(tenant)
     answer = _Answer()
-    if "-" in child.tenant:
-        answer.reasons.append(Reason(
-            "metadata.name",
-            f"Invalid: tenant name {child.tenant!r} contains '-': the namespace chain is read from namespace names",
-        ))
     for key, problem in child.problems:
         answer.reasons.append(Reason(quota_field(key), f"Invalid: {problem}"))
     before = state.declarations.get(child.namespace)
@@ -183,7 +182,7 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
     if parent is None:
         return answer.decision()  # the root tenant: no pool above it
     if child.budgets:
-        _gate_budget_keys(state, child, parent, answer)
+        _gate_budget_keys(state, child, before, parent, answer)
     if child.ordinary:
         _gate_ordinary_keys(state, child, parent, held, answer)
     if before is not None:
@@ -202,22 +201,28 @@ def _gate_own_pool(
     new_keys = [key for key in child.budgets if before is None or key not in before.budgets]
     if not new_keys:
         return
-    if before is not None and before.is_budget_root:
-        reserved = state.pool_reserved.get(child.namespace, {})
-        charges = state.charges.get(child.namespace, {})
-    else:
-        above = state.budget_root(parent) if parent is not None else None
-        contribution = state.subtree_contribution(child.namespace, above, ordinary=False)
-        reserved, charges = contribution.reserved, contribution.charges
+    reserved, charges = _budget_holdings(state, child, before, parent)
     for key in sorted(new_keys, key=key_order):
         held = covered(reserved, key)
-        carved = charges.get(key, 0)
+        carved = charges.for_key(key)
         if held + carved > child.budgets[key]:
             answer.reasons.append(Reason(
                 quota_field(key.key),
                 f"Forbidden: below what the tenant's own pool already holds of {key.key!r}: "
                 f"requested {child.budgets[key]}, reserved {held}, carved out {carved}",
             ))
+
+
+def _budget_holdings(
+    state: BudgetState, child: Declaration, before: Declaration | None, parent: str | None
+) -> tuple[dict[str, int], Charge]:
+    """What the tenant's own budget pool holds (or will hold once it is a
+    pool root): devices reserved per class, and its carving tenants' charges."""
+    if before is not None and before.is_budget_root:
+        return state.pool_reserved.get(child.namespace, {}), state.charges.get(child.namespace, NO_CHARGE)
+    above = state.budget_root(parent) if parent is not None else None
+    contribution = state.subtree_contribution(child.namespace, above, ordinary=False)
+    return contribution.reserved, contribution.charges
 
 
 def _held_by_own_pool(state: BudgetState, child: Declaration, before: Declaration | None) -> dict[str, Fraction]:
@@ -243,14 +248,16 @@ def _held_by_own_pool(state: BudgetState, child: Declaration, before: Declaratio
 
 
 def _gate_own_usage(state: BudgetState, child: Declaration, before: Declaration | None, answer: _Answer) -> dict[str, Fraction]:
-    """An ordinary key the tenant newly declares, or whose value it changes,
+    """An ordinary key the tenant newly declares, or whose value it lowers,
     must hold what its own subtree already uses (its pool's usage plus its
     sub-tenants' charges), as a newly declared budget key must hold what its
     pool already reserves. Returns what its pool holds per quota key."""
     held = _held_by_own_pool(state, child, before)
     for key in sorted(child.ordinary):
         value = child.ordinary[key]
-        if before is not None and before.ordinary.get(key) == value:
+        if before is not None and key in before.ordinary and value >= before.ordinary[key]:
+            # Kept or raised: raising never makes things worse than keeping
+            # (issue 11 item 9); only the gate against the pool root applies.
             continue
         if held[key] > value:
             answer.reasons.append(Reason(
@@ -261,30 +268,34 @@ def _gate_own_usage(state: BudgetState, child: Declaration, before: Declaration 
     return held
 
 
-def _gate_budget_keys(state: BudgetState, child: Declaration, parent: str, answer: _Answer) -> None:
+def _gate_budget_keys(
+    state: BudgetState, child: Declaration, before: Declaration | None, parent: str, answer: _Answer
+) -> None:
+    """The tenant's charge (`tenant_charge`: its declared value, or what its
+    pool holds when that is more) towards each key of the pool root R above
+    it that it caps must fit what R has left."""
     root = state.budget_root(parent)
     if root is None:
         return
     limits = state.declarations[root].budgets
-    # R's keys the child's declaration is charged to: each class it declares
-    # and, for any budget key, the class-less key.
-    targets = [key for key in child.budgets if key in limits and key.gpu_class is not None]
-    if ALL_CLASSES in limits:
-        targets.append(ALL_CLASSES)
+    targets = [key for key in limits if caps(child, key)]
     if not targets:
         return
     leaving = state.subtree_contribution(child.namespace, root, ordinary=False)
+    reserved, below = _budget_holdings(state, child, before, parent)
+    charge = tenant_charge(child, reserved, below)
     for target in sorted(targets, key=key_order):
-        charge = budget_charge(child, target)
-        others = state.charged_to(root, target) - leaving.charges.get(target, 0)
+        charged = charge.for_key(target)
+        others = state.charged_to(root, target) - leaving.charges.for_key(target)
         used = state.reserved_for(root, target) - covered(leaving.reserved, target)
         available = limits[target] - others - used
-        if charge > available:
+        if charged > available:
             answer.reasons.append(Reason(
                 quota_field(_charged_key(child, target).key),
                 f"Forbidden: exceeds what pool {root} has left of {target.key!r}: "
-                f"requested {charge}{_charge_note(child, target)}, budget {limits[target]}, "
-                f"carved out {others}, reserved {used} (available {max(available, 0)})",
+                f"requested {charged}{_charge_note(child, target, charged)}, budget {limits[target]}, "
+                f"carved out {others}, reserved {used} (available {max(available, 0)})"
+                f"{state.declarations[root].unusable_note(target)}",
             ))
 
 
@@ -292,13 +303,21 @@ def _charged_key(child: Declaration, target: BudgetKey) -> BudgetKey:
     """The child's key a charge to `target` comes from, for the message's field."""
     if target in child.budgets:
         return target
+    if ALL_CLASSES in child.budgets:
+        return ALL_CLASSES
     return min(child.budgets, key=key_order)
 
 
-def _charge_note(child: Declaration, target: BudgetKey) -> str:
+def _charge_note(child: Declaration, target: BudgetKey, charged: int) -> str:
+    declared = tenant_charge(child, {}, NO_CHARGE).for_key(target)
+    notes = []
     if target.gpu_class is None and target not in child.budgets and len(child.budgets) > 1:
-        return " (the sum of its class-scoped budgets)"
-    return ""
+        notes.append("the sum of its class-scoped budgets")
+    if target.gpu_class is not None and target not in child.budgets:
+        notes.append("its all-classes budget, which it may spend on this class")
+    if charged > declared:
+        notes.append(f"its pool already holds {charged}, more than the {declared} it declares")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _gate_ordinary_keys(
@@ -329,7 +348,8 @@ def _gate_ordinary_keys(
                 f"Forbidden: exceeds what pool {root} has left of {_named(child, key, state.declarations[root])}: "
                 f"requested {format_amount(key, child.ordinary[key])}{note}, budget {format_amount(key, limits[key])}, "
                 f"carved out {format_amount(key, others)}, used {format_amount(key, used)} ({key}) "
-                f"(available {format_amount(key, max(available, Fraction(0)))})",
+                f"(available {format_amount(key, max(available, Fraction(0)))})"
+                f"{state.declarations[root].unusable_note(key)}",
             ))
 
 
@@ -347,11 +367,12 @@ def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, pa
         root = state.budget_root(parent)
         if root is not None:
             reserved = state.pool_reserved.get(child.namespace, {})
-            carved_below = state.charges.get(child.namespace, {})
+            carved_below = state.charges.get(child.namespace, NO_CHARGE)
+            charged = state.tenant_charges.get(child.namespace, NO_CHARGE)
             limits = state.declarations[root].budgets
             for key in sorted(limits, key=key_order):
-                rejoining = covered(reserved, key) + carved_below.get(key, 0)
-                was_charged = budget_charge(before, key) if before.budgets else 0
+                rejoining = covered(reserved, key) + carved_below.for_key(key)
+                was_charged = charged.for_key(key) if caps(before, key) else 0
                 if rejoining <= was_charged:
                     continue
                 used = state.reserved_for(root, key)

@@ -81,11 +81,13 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
             reasons.append(Reason(field, f"Forbidden: {state.conflicts[name]}"))
             continue
         if mode(gpuclass) == "vgpu" and not namespace_entitled(state, workload.namespace, bool(platform)):
+            disagreement = state.platform_disagreement if platform_vgpu is None else None
             reasons.append(Reason(
                 field,
                 f"Forbidden: GPU class {name!r} is a vGPU class and namespace {workload.namespace} is not "
                 "entitled to vGPU (each tenant from the root down must set spec.gpu.vgpu, "
-                f"and the platform's gpu.vgpu must be on: it is {'on' if platform else 'off'})",
+                f"and the platform's gpu.vgpu must be on: it is {'on' if platform else 'off'}"
+                + (f"; {disagreement}" if disagreement else "") + ")",
             ))
     return Decision(tuple(reasons), tuple(warnings))
 

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from cozyrender.gpuclass.classes import is_gpuclass
 from cozyrender.keys import BudgetKey
-from cozyrender.kube.shape import ShapeError, got, mapping
+from cozyrender.kube.shape import ShapeError, got, mapping, ref
 from cozyrender.values_secret import is_values_secret
 
 if TYPE_CHECKING:
@@ -46,19 +46,17 @@ from .model import (
     parse_declaration,
     parse_workload,
 )
-from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, parent_namespace
+from .charges import ALL_CLASSES, NO_CHARGE, Charge, budget_charge, caps, tenant_charge
+from .tree import ROOT_NAMESPACE, ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from .usage import usage_under
 
-ALL_CLASSES = BudgetKey(None)
-
-
-@dataclass(frozen=True)
+@dataclass
 class Contribution:
     """What one subtree adds to a pool: reserved devices per class, charges
-    per budget key, ordinary usage and charges per key."""
+    towards budget keys, ordinary usage and charges per key."""
 
     reserved: dict[str, int] = field(default_factory=dict)
-    charges: dict[BudgetKey, int] = field(default_factory=dict)
+    charges: Charge = field(default_factory=Charge)
     usage: dict[str, Fraction] = field(default_factory=dict)
     ordinary_charges: dict[str, Fraction] = field(default_factory=dict)
 
@@ -72,7 +70,9 @@ class BudgetState:
     - `reserved`: namespace -> class -> devices reserved there
     - `children`: namespace -> the known child namespaces (by name)
     - `pool_reserved`: budget pool root -> class -> devices reserved in its pool
-    - `charges`: budget pool root -> budget key -> charges of carving tenants
+    - `charges`: budget pool root -> the summed Charge of its carving tenants
+    - `tenant_charges`: carving tenant's namespace -> its own Charge
+      (`tenant_charge`: never less than what its pool holds)
     - `ordinary_charges`: ordinary pool root -> quota key -> charges of carving tenants
     - `ordinary_charge`: carving tenant's namespace -> quota key -> its charge:
       its declared value, or what its own pool already holds (usage plus its
@@ -83,9 +83,13 @@ class BudgetState:
       only for a key no pool root above the namespace declares
     - `gpuclasses`: GPUClass name -> object; `conflicts`: class name -> its
       Conflict, for the classes in conflict over their resource name;
-      `platform_vgpu`: the root's
-      vGPU entitlement read from the state (None when the state holds neither
-      the tenant-root Namespace label nor the platform values)
+      `class_resources`: device-plugin resource name -> the classes advertising it;
+      `platform_vgpu`: the root's vGPU entitlement read from the state (None
+      when the state holds neither the tenant-root Namespace label nor the
+      platform values; False, with `platform_disagreement` saying why, when
+      they disagree)
+    - `malformed_namespaces`: namespace named like a tenant's that no tenant
+      can own -> the objects found there (they are in no pool)
     """
 
     declarations: dict[str, Declaration] = field(default_factory=dict)
@@ -93,13 +97,17 @@ class BudgetState:
     reserved: dict[str, dict[str, int]] = field(default_factory=dict)
     children: dict[str, set[str]] = field(default_factory=dict)
     pool_reserved: dict[str, dict[str, int]] = field(default_factory=dict)
-    charges: dict[str, dict[BudgetKey, int]] = field(default_factory=dict)
+    charges: dict[str, Charge] = field(default_factory=dict)
+    tenant_charges: dict[str, Charge] = field(default_factory=dict)
     ordinary_charges: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     pool_usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     gpuclasses: dict[str, dict] = field(default_factory=dict)
     conflicts: dict[str, Conflict] = field(default_factory=dict)
     platform_vgpu: bool | None = None
+    platform_disagreement: str | None = None
+    class_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    malformed_namespaces: dict[str, list[str]] = field(default_factory=dict)
     ordinary_charge: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     quotas: dict[str, list[Mapping]] = field(default_factory=dict)
     pods: dict[str, list[Mapping]] = field(default_factory=dict)
@@ -129,7 +137,7 @@ class BudgetState:
         return covered(self.pool_reserved.get(root, {}), key)
 
     def charged_to(self, root: str, key: BudgetKey) -> int:
-        return self.charges.get(root, {}).get(key, 0)
+        return self.charges.get(root, NO_CHARGE).for_key(key)
 
     # -- subtrees -----------------------------------------------------------
 
@@ -173,8 +181,7 @@ class BudgetState:
             for key, value in self.ordinary_charge.get(declaration.namespace, {}).items():
                 contribution.ordinary_charges[key] = contribution.ordinary_charges.get(key, Fraction(0)) + value
         else:
-            for key, value in _charges_of(declaration).items():
-                contribution.charges[key] = contribution.charges.get(key, 0) + value
+            contribution.charges.add(self.tenant_charges.get(declaration.namespace, NO_CHARGE))
 
     def usage_of(self, namespace: str, keys: Iterable[str]) -> dict[str, Fraction]:
         """`namespace`'s usage under quota keys `keys`: indexed where its
@@ -223,25 +230,6 @@ def covered(per_class: Mapping[str, int], key: BudgetKey) -> int:
     return per_class.get(key.gpu_class, 0)
 
 
-def budget_charge(declaration: Declaration, key: BudgetKey) -> int:
-    """A carving tenant's charge to its pool root's budget key `key`: its own
-    value for a class-scoped key; for the class-less key its own class-less
-    value when it declares one, otherwise the sum of its class-scoped values
-    (a class is part of "every class", so it is never counted twice)."""
-    if key.gpu_class is not None:
-        return declaration.budgets.get(key, 0)
-    if ALL_CLASSES in declaration.budgets:
-        return declaration.budgets[ALL_CLASSES]
-    return sum(declaration.budgets.values())
-
-
-def _charges_of(declaration: Declaration) -> dict[BudgetKey, int]:
-    charges = {key: value for key, value in declaration.budgets.items() if key.gpu_class is not None}
-    if declaration.budgets:
-        charges[ALL_CLASSES] = budget_charge(declaration, ALL_CLASSES)
-    return charges
-
-
 def _platform_vgpu_from_values(secret: Mapping) -> bool | None:
     """`_cluster.gpu-vgpu` of tenant-root's `cozystack-values` Secret, from
     `stringData` or base64 `data` of its `values.yaml`."""
@@ -282,9 +270,12 @@ def index_state(objects: Iterable[Mapping]) -> BudgetState:
     Secret; anything else is ignored) for the budget rules.
 
     Raises ShapeError for an object the rules cannot read, for two
-    different objects with the same kind, namespace and name (identical
-    copies, as from overlapping inputs, are fine), and for two Tenants
-    owning the same namespace. The result does not depend on object order.
+    different copies of one object, and for two Tenants owning the same
+    namespace. An object's identity is its API group, kind, namespace and
+    name, whatever its version, and without a namespace for a cluster-scoped
+    kind (a stray `metadata.namespace` there is ignored); identical copies,
+    as from overlapping inputs, are fine, whatever their versions. The
+    result does not depend on object order.
     """
     with _collector_paused():
         return _index_state(objects)
@@ -312,16 +303,28 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             raise ShapeError.at(obj, "metadata.namespace", f"is not a string (got {got(namespace)})")
         if api_version is not None and type(api_version) is not str:
             raise ShapeError.at(obj, "apiVersion", f"is not a string (got {got(api_version)})")
-        identity = (api_version, kind, namespace, name)
+        group = api_group(obj)
+        scoped = kind not in _CLUSTER_SCOPED
+        identity = (group, kind, namespace if scoped else None, name)
         previous = seen.get(identity)
         if previous is not None:
-            if previous != obj:
-                raise ShapeError.at(obj, "", "two different objects with this kind, namespace and name")
+            if _comparable(previous, scoped) != _comparable(obj, scoped):
+                first, second = sorted((previous, obj), key=_version_order)
+                err = ShapeError.at(
+                    second, "", f"two different copies of one object ({kind} {group or 'core'}, "
+                    f"{'namespace ' + str(namespace) + ', ' if scoped else ''}name {name}; "
+                    f"apiVersions {first.get('apiVersion')} and {second.get('apiVersion')})",
+                )
+                err.other = first  # type: ignore[attr-defined]
+                raise err
             continue
         seen[identity] = obj
-        group = api_group(obj)
+        if scoped and namespace and is_malformed_tenant_namespace(namespace):
+            state.malformed_namespaces.setdefault(namespace, []).append(ref(obj))
         if kind == TENANT and group == APPS_GROUP:
             declaration = parse_declaration(obj)
+            if is_malformed_tenant_namespace(declaration.namespace) and declaration.namespace != namespace:
+                state.malformed_namespaces.setdefault(declaration.namespace, []).append(ref(obj))
             other = state.declarations.get(declaration.namespace)
             if other is not None:
                 raise ShapeError.at(
@@ -354,11 +357,25 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         elif kind == "Secret" and group == "" and is_values_secret(obj, ROOT_NAMESPACE):
             values_vgpu = _platform_vgpu_from_values(obj)
     if state.gpuclasses:
+        from cozyrender.gpuclass.classes import resource_name
         from cozyrender.gpuclass.conflicts import find_conflicts
 
         state.conflicts = find_conflicts(state.gpuclasses.values())
-    # The label is what the platform rendered; the values are its input.
-    state.platform_vgpu = namespace_label if namespace_label is not None else values_vgpu
+        by_resource: dict[str, list[str]] = {}
+        for class_name, gpuclass in state.gpuclasses.items():
+            resource = resource_name(gpuclass)
+            if resource:
+                by_resource.setdefault(resource, []).append(class_name)
+        state.class_resources = {resource: tuple(sorted(names)) for resource, names in by_resource.items()}
+    for found in state.malformed_namespaces.values():
+        found.sort()
+    # The label is what the platform rendered, the values its input: both must say true.
+    from cozyrender.entitlement import agreed_entitlement
+
+    state.platform_vgpu, state.platform_disagreement = agreed_entitlement({
+        "the tenant-root Namespace label": namespace_label,
+        "_cluster.gpu-vgpu in tenant-root/cozystack-values": values_vgpu,
+    })
 
     known = set(state.declarations) | set(state.reserved) | set(quotas) | set(pods)
     for namespace in known:
@@ -384,16 +401,21 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             pool = state.pool_reserved.setdefault(root, {})
             for gpu_class, count in per_class.items():
                 pool[gpu_class] = pool.get(gpu_class, 0) + count
-    for namespace, declaration in state.declarations.items():
-        parent = parent_namespace(namespace)
-        if parent is None:
-            continue
-        if declaration.budgets:
-            root = budget_root(parent)
-            if root is not None:
-                pool_charges = state.charges.setdefault(root, {})
-                for key, value in _charges_of(declaration).items():
-                    pool_charges[key] = pool_charges.get(key, 0) + value
+    # Budget carve-outs, deepest first: a tenant's charge depends on what its
+    # own pool holds, its carving tenants' charges included.
+    carving_budgets = [
+        (namespace.count("-"), namespace) for namespace, declaration in state.declarations.items()
+        if declaration.budgets and parent_namespace(namespace) is not None
+    ]
+    for _, namespace in sorted(carving_budgets, reverse=True):
+        charge = tenant_charge(
+            state.declarations[namespace], state.pool_reserved.get(namespace, {}),
+            state.charges.get(namespace, NO_CHARGE),
+        )
+        state.tenant_charges[namespace] = charge
+        root = budget_root(parent_namespace(namespace) or "")
+        if root is not None:
+            state.charges.setdefault(root, Charge()).add(charge)
 
     # Ordinary pools: usage of each member namespace under its root's keys.
     for namespace in set(quotas) | set(pods):
@@ -441,8 +463,27 @@ def _check_gpuclass(obj: Mapping) -> None:
     resource_name(obj), mode(obj), tolerations(obj), creation_time(obj)
 
 
+def _comparable(obj: Mapping, scoped: bool) -> Mapping:
+    """`obj` as copies of one object are compared: whatever the version, and
+    without a stray namespace on a cluster-scoped kind."""
+    rest = {key: value for key, value in obj.items() if key != "apiVersion"}
+    if not scoped and isinstance(rest.get("metadata"), dict):
+        rest["metadata"] = {key: value for key, value in rest["metadata"].items() if key != "namespace"}
+    return rest
+
+
+def _version_order(obj: Mapping) -> tuple:
+    """A fixed order for two copies in a message, whatever the input order."""
+    return (str(obj.get("apiVersion")), repr(sorted(map(str, obj.items()))))
+
+
+_CLUSTER_SCOPED = frozenset({"GPUClass", "Namespace"})
+
 _INDEXED_KINDS = frozenset({
     TENANT, VM_INSTANCE, KUBERNETES_NODES, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",
 })
 
-__all__ = ["ALL_CLASSES", "BudgetState", "Contribution", "budget_charge", "covered", "index_state", "key_order"]
+__all__ = [
+    "ALL_CLASSES", "NO_CHARGE", "BudgetState", "Charge", "Contribution", "budget_charge", "caps", "covered",
+    "index_state", "key_order", "tenant_charge",
+]

@@ -20,20 +20,28 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import NamedTuple
 
+import re
+
 from cozyrender.keys import (
     BudgetKey,
+    BudgetValueTooLarge,
     InvalidBudgetKey,
     InvalidBudgetValue,
-    in_budget_domain,
+    declared_in_budget_domain,
     is_class_name,
     parse_budget_key,
     parse_budget_value,
 )
 from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
-from cozyrender.kube.shape import ShapeError, as_mapping, mapping, string
+from cozyrender.kube.shape import ShapeError, as_mapping, got, mapping, string
 
+from .bounds import MAX_COUNT, MAX_WHOLE, quantity_text_problem
 from .tree import owned_namespace
 from .usage import usage_key
+
+# Cozystack's grammar for tenant names: the dash separates the levels of a
+# tenant namespace (`tenant-a-b`), so a name may not hold one.
+TENANT_NAME = re.compile(r"[a-z][a-z0-9]*\Z")
 
 APPS_GROUP = "apps.cozystack.io"
 TENANT = "Tenant"
@@ -101,6 +109,7 @@ class Declaration:
     problems: tuple[tuple[str, str], ...] = ()
     declared_keys: tuple[str, ...] = ()
     requests_vgpu: bool = False
+    unusable: dict[object, str] = field(default_factory=dict)
 
     @property
     def is_budget_root(self) -> bool:
@@ -108,50 +117,102 @@ class Declaration:
 
     @property
     def is_ordinary_root(self) -> bool:
-        return any(not in_budget_domain(key) for key in self.declared_keys)
+        return any(not declared_in_budget_domain(key) for key in self.declared_keys)
+
+    def unusable_note(self, key: object) -> str:
+        """For a message about `key` (a BudgetKey or a quota key): why its
+        value is counted as 0, when it is."""
+        why = self.unusable.get(key)
+        return f" (counted as 0 until fixed: {why})" if why else ""
 
 
 def parse_declaration(tenant: Mapping) -> Declaration:
     """Read a Tenant object. Malformed keys and values are collected in
-    `problems`, never raised: refusing them is the declaration gate's job."""
+    `problems`, never raised: refusing them is the declaration gate's job.
+
+    An unusable value caps at zero, never leaves the pool uncapped (issue 11
+    item 5): a valid budget key with a value that is not a whole number of
+    devices counts as 0 for its key; a malformed key in the budget domain
+    counts as 0 for the all-classes key (what it meant to cap is unknown);
+    an ordinary value that is not a quantity counts as 0 for its key. So
+    while a state holds one, growth under it is refused, naming the value
+    (`unusable`). A name outside Cozystack's grammar, and numbers past their
+    bounds (`bounds`), are ShapeErrors: bad input, not a declaration."""
     from cozyrender.entitlement import flag_value
 
+    from .charges import ALL_CLASSES
+
     created_in, name = metadata_name_namespace(tenant)
+    if not TENANT_NAME.match(name):
+        raise ShapeError.at(
+            tenant, "metadata.name",
+            f"{got(name)} is not a tenant name: lower-case letters and digits, starting with a letter "
+            "(no '-': it separates the levels of a tenant namespace)",
+        )
     spec = mapping(tenant, "spec", tenant)
     quotas = mapping(spec, "resourceQuotas", tenant, "spec")
     budgets: dict[BudgetKey, int] = {}
     ordinary: dict[str, Fraction] = {}
     declared_as: dict[str, str] = {}
     problems: list[tuple[str, str]] = []
+    unusable: dict[object, str] = {}
+
+    def cap_at_zero(key: object, why: str) -> None:
+        unusable.setdefault(key, why)
+
     for key, value in quotas.items():
         key = str(key)
-        if in_budget_domain(key):
+        where = f"spec.resourceQuotas[{key!r}]"
+        if declared_in_budget_domain(key):
             try:
                 parsed = parse_budget_key(key)
             except InvalidBudgetKey as err:
                 problems.append((key, f"unsupported GPU budget key {err}"))
+                cap_at_zero(ALL_CLASSES, f"unsupported GPU budget key {key!r}")
                 continue
+            problem = quantity_text_problem(value)
+            if problem is not None:
+                raise ShapeError.at(tenant, where, problem)
             try:
                 budgets[parsed] = parse_budget_value(value)
+            except BudgetValueTooLarge as err:
+                raise ShapeError.at(tenant, where, str(err)) from None
             except InvalidBudgetValue as err:
+                if _too_large(value):
+                    raise ShapeError.at(tenant, where, f"is too large (more than {MAX_WHOLE})") from None
                 problems.append((key, f"invalid GPU budget for {key!r}: {err}"))
+                cap_at_zero(parsed, f"{key!r} is {got(value)}")
         else:
+            problem = quantity_text_problem(value)
+            if problem is not None:
+                raise ShapeError.at(tenant, where, problem)
             try:
                 quantity = parse_quantity(value)
             except InvalidQuantity as err:
                 problems.append((key, f"{key!r}: {err}"))
+                cap_at_zero(usage_key(key), f"{key!r} is {got(value)}")
+                declared_as.setdefault(usage_key(key), key)
                 continue
+            if abs(quantity) > MAX_WHOLE:
+                raise ShapeError.at(tenant, where, f"is too large (more than {MAX_WHOLE})")
             if quantity < 0:
                 problems.append((key, f"{key!r}: {value!r} is negative"))
+                cap_at_zero(usage_key(key), f"{key!r} is negative")
+                declared_as.setdefault(usage_key(key), key)
                 continue
             rendered = usage_key(key)
             other = declared_as.get(rendered)
             if other is not None:
                 problems.append((key, f"{key!r} renders to the same quota key as {other!r} ({rendered})"))
-                if quantity >= ordinary[rendered]:
+                if rendered in ordinary and quantity >= ordinary[rendered]:
                     continue
             ordinary[rendered] = quantity
             declared_as[rendered] = key
+    for key in unusable:  # counted as 0, whatever else the tenant declares for it
+        if isinstance(key, BudgetKey):
+            budgets[key] = 0
+        else:
+            ordinary[key] = Fraction(0)
     gpu = mapping(spec, "gpu", tenant, "spec")
     requests_vgpu = bool(flag_value(gpu.get("vgpu")))
     namespace = owned_namespace(name, created_in)  # `root` in tenant-root owns tenant-root
@@ -165,7 +226,17 @@ def parse_declaration(tenant: Mapping) -> Declaration:
         problems=tuple(problems),
         declared_keys=tuple(str(key) for key in quotas),
         requests_vgpu=requests_vgpu,
+        unusable=unusable,
     )
+
+
+def _too_large(value: object) -> bool:
+    """Whether `value`, not a whole number of devices, is a quantity past the
+    bound (`9999999999999999999999Ei`): bad input, not an unusable budget."""
+    try:
+        return abs(parse_quantity(value)) > MAX_WHOLE
+    except InvalidQuantity:
+        return False
 
 
 # Workloads name a handful of classes: test each name once.
@@ -195,17 +266,39 @@ class Workload(NamedTuple):
     entries: tuple[ClassEntry, ...]
     max_replicas: int
     reservations: dict[str, int]
+    # Entries naming only a device-plugin resource: (index, name).
+    raw_names: tuple[tuple[int, str], ...] = ()
+    # A worker pool's spec.minReplicas and spec.maxReplicas when both are given
+    # and min is more than max (a shape Kubernetes would never run).
+    replicas_inverted: tuple[int, int] | None = None
 
     @property
     def identity(self) -> tuple[str, str, str]:
         return (self.kind, self.namespace, self.name)
 
 
+def _whole(value: object, obj: Mapping, path: str, bound: int = MAX_COUNT) -> int:
+    """A whole, non-negative number at most `bound` (a count or a replica
+    number); ShapeError naming the field otherwise."""
+    if type(value) is int and 0 <= value <= bound:
+        return value
+    try:
+        number = parse_budget_value(value)
+    except BudgetValueTooLarge:
+        number = bound + 1
+    except InvalidBudgetValue:
+        raise ShapeError.at(obj, path, f"{got(value)} is not a whole, non-negative number") from None
+    if number > bound:
+        raise ShapeError.at(obj, path, f"is too large (at most {bound})")
+    return number
+
+
 def parse_workload(obj: Mapping) -> Workload:
     """Read a VMInstance or KubernetesNodes object; ShapeError for a
-    negative or fractional count, an entry with neither `class` nor `name`,
-    a class that is not a DNS-1123 label, or a worker pool naming classes
-    without a whole `spec.maxReplicas`."""
+    negative, fractional or too large count or replica number (`bounds`),
+    an entry with neither `class` nor `name`, a class that is not a DNS-1123
+    label, or a worker pool naming classes without a whole
+    `spec.maxReplicas`."""
     kind = obj.get("kind")
     if kind not in WORKLOAD_KINDS:
         raise ShapeError.at(obj, "", "not a VMInstance or KubernetesNodes")
@@ -216,40 +309,41 @@ def parse_workload(obj: Mapping) -> Workload:
         if gpus is not None:
             raise ShapeError.at(obj, "spec.gpus", "is not a list")
         gpus = ()
+    inverted = None
+    if kind == KUBERNETES_NODES and ("minReplicas" in spec or "maxReplicas" in spec):
+        low, high = spec.get("minReplicas"), spec.get("maxReplicas")
+        low = _whole(low, obj, "spec.minReplicas") if low is not None else None
+        high = _whole(high, obj, "spec.maxReplicas") if high is not None else None
+        if low is not None and high is not None and low > high:
+            inverted = (low, high)
     if not gpus:  # most workloads: nothing to reserve
-        return Workload(kind, namespace, name, (), 1, {})
+        return Workload(kind, namespace, name, (), 1, {}, (), inverted)
     entries: list[ClassEntry] = []
+    raw_names: list[tuple[int, str]] = []
     for index, entry in enumerate(gpus):
         entry = as_mapping(entry, obj, f"spec.gpus[{index}]") if not isinstance(entry, dict) else entry
         gpu_class = entry.get("class")
+        count = entry.get("count", 1)
+        if type(count) is not int or not 0 <= count <= MAX_COUNT:
+            count = _whole(count, obj, f"spec.gpus[{index}].count")
         if gpu_class is None:
-            if not string(entry, "name", obj, f"spec.gpus[{index}]"):
+            device = string(entry, "name", obj, f"spec.gpus[{index}]")
+            if not device:
                 raise ShapeError.at(obj, f"spec.gpus[{index}]", "names neither a class nor a device name")
-            continue  # a device-plugin entry: not budgeted
+            raw_names.append((index, device))
+            continue  # a device-plugin entry: not budgeted (the write check refuses it where budgets apply)
         if not isinstance(gpu_class, str) or not _is_class_name(gpu_class):
             raise ShapeError.at(
-                obj, f"spec.gpus[{index}].class", f"{gpu_class!r} is not a GPU class name (a DNS-1123 label)"
+                obj, f"spec.gpus[{index}].class", f"{got(gpu_class)} is not a GPU class name (a DNS-1123 label)"
             )
-        count_given = "count" in entry
-        count = entry.get("count", 1)
-        if type(count) is not int or count < 0:
-            try:
-                count = parse_budget_value(count)
-            except InvalidBudgetValue:
-                raise ShapeError.at(
-                    obj, f"spec.gpus[{index}].count", f"{entry['count']!r} is not a whole, non-negative number"
-                ) from None
-        entries.append(ClassEntry(index, gpu_class, count, count_given))
+        entries.append(ClassEntry(index, gpu_class, count, "count" in entry))
     max_replicas = 1
     if kind == KUBERNETES_NODES and entries:
         raw = spec.get("maxReplicas")
         if raw is None:
             raise ShapeError.at(obj, "spec.maxReplicas", "is required to reserve GPUs for a worker pool")
-        try:
-            max_replicas = parse_budget_value(raw)
-        except InvalidBudgetValue:
-            raise ShapeError.at(obj, "spec.maxReplicas", f"{raw!r} is not a whole, non-negative number") from None
+        max_replicas = _whole(raw, obj, "spec.maxReplicas")
     reservations: dict[str, int] = {}
     for entry in entries:
         reservations[entry.gpu_class] = reservations.get(entry.gpu_class, 0) + entry.count * max_replicas
-    return Workload(kind, namespace, name, tuple(entries), max_replicas, reservations)
+    return Workload(kind, namespace, name, tuple(entries), max_replicas, reservations, tuple(raw_names), inverted)

@@ -12,10 +12,15 @@ Pure functions, no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from functools import lru_cache
 
 ROOT_NAMESPACE = "tenant-root"
 _TENANT_PREFIX = "tenant-"
+# `tenant-` and then tenant names (Cozystack's grammar, `^[a-z][a-z0-9]*$`)
+# joined by '-': one name per level below the root.
+_TENANT_NAMESPACE = re.compile(r"tenant(?:-[a-z][a-z0-9]*)+\Z")
 
 
 def owned_namespace(tenant_name: str, created_in: str) -> str:
@@ -25,11 +30,18 @@ def owned_namespace(tenant_name: str, created_in: str) -> str:
     return f"{created_in}-{tenant_name}"
 
 
+@lru_cache(maxsize=65536)
 def is_tenant_namespace(namespace: str) -> bool:
-    """Whether `namespace` lies in `tenant-root`'s tree (by name)."""
-    return namespace == ROOT_NAMESPACE or (
-        namespace.startswith(_TENANT_PREFIX) and len(namespace) > len(_TENANT_PREFIX)
-    )
+    """Whether `namespace` lies in `tenant-root`'s tree (by name): `tenant-`
+    followed by tenant names joined by '-'."""
+    return namespace == ROOT_NAMESPACE or _TENANT_NAMESPACE.match(namespace) is not None
+
+
+def is_malformed_tenant_namespace(namespace: str) -> bool:
+    """A namespace named like a tenant's (`tenant-...`) that no tenant can
+    own (`tenant--x`, `tenant-A`, `tenant-1x`): reported, since it is in no
+    pool (issue 11 item 10)."""
+    return namespace.startswith(_TENANT_PREFIX) and not is_tenant_namespace(namespace)
 
 
 def parent_namespace(namespace: str) -> str | None:

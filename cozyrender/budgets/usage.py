@@ -22,7 +22,9 @@ from functools import lru_cache
 from cozyrender.keys import QUOTA_PREFIXES
 from cozyrender.kube.pods import effective_pod_resources, is_terminated
 from cozyrender.kube.quantity import format_binary_quantity, format_quantity
-from cozyrender.kube.shape import ShapeError, mapping, quantity
+from cozyrender.kube.shape import ShapeError, mapping
+
+from .bounds import bounded_quantity, check_resources
 
 OBJECT_COUNTS = frozenset({
     "pods", "services", "services.loadbalancers", "services.nodeports", "secrets",
@@ -75,7 +77,7 @@ def quota_usage(quotas: Iterable[Mapping]) -> Usage:
     for quota in quotas:
         status_used = mapping(mapping(quota, "status", quota), "used", quota, "status")
         for key, raw in status_used.items():
-            value = quantity(raw, quota, f"status.used.{key}")
+            value = bounded_quantity(raw, quota, f"status.used.{key}")
             if value > used.get(key, Fraction(0)):
                 used[key] = value
             else:
@@ -106,6 +108,7 @@ def pod_usage(pods: Iterable[Mapping], keys: Collection[str] | None = None) -> U
         except TypeError:  # a value that is not hashable, such as a list for a quantity
             shape = None
         if shape is None:  # not shaped as the fast path reads it: this pod alone, checked field by field
+            check_pod_numbers(pod)
             for key, value in _figures_of(pod).items():
                 if keys is None or key in keys:
                     used[key] = used.get(key, Fraction(0)) + value
@@ -210,6 +213,31 @@ def _pod_of(shape: tuple) -> dict:
     }}
 
 
+def check_pod_numbers(pod: Mapping) -> None:
+    """Every resource figure of `pod` within bounds (`bounds`), checked
+    before any is parsed: one hostile pod must not stall the check for
+    everyone. Fields of the wrong type are left to the pod reader, which
+    names them."""
+    spec = pod.get("spec")
+    if type(spec) is not dict:
+        return
+    for field in ("containers", "initContainers"):
+        containers = spec.get(field)
+        if type(containers) is not list:
+            continue
+        for index, container in enumerate(containers):
+            resources = container.get("resources") if type(container) is dict else None
+            if type(resources) is not dict:
+                continue
+            for side in ("limits", "requests"):
+                values = resources.get(side)
+                if type(values) is dict:
+                    check_resources(values, pod, f"spec.{field}[{index}].resources.{side}")
+    overhead = spec.get("overhead")
+    if type(overhead) is dict:
+        check_resources(overhead, pod, "spec.overhead")
+
+
 def _figures_of(pod: Mapping) -> Usage:
     return {f"{side}.{name}": value for side in ("requests", "limits")
             for name, value in effective_pod_resources(pod, side).items()}
@@ -220,7 +248,9 @@ def _shape_figures(shape: tuple) -> tuple[dict[str, int], Usage]:
     """One pod shape's figures: in nano-units where whole, else as Fractions."""
     whole: dict[str, int] = {}
     fine: Usage = {}
-    for key, value in _figures_of(_pod_of(shape)).items():
+    stand_in = _pod_of(shape)
+    check_pod_numbers(stand_in)  # the caller names the real pod
+    for key, value in _figures_of(stand_in).items():
         scaled = value * _NANO
         if scaled.denominator == 1:
             whole[key] = scaled.numerator

@@ -12,14 +12,16 @@ from collections.abc import Mapping
 from cozyrender.gpuclass.classes import is_gpuclass
 from cozyrender.kube.shape import ShapeError, got
 
-from .checks import Decision, check_tenant_declaration, check_workload_budget
+from .checks import Decision, Reason, check_tenant_declaration, check_workload_budget
 from .index import BudgetState
 from .model import (
     TENANT,
     WORKLOAD_KINDS,
+    Workload,
     is_apps_object,
     parse_workload,
 )
+from .tree import is_malformed_tenant_namespace
 
 
 def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
@@ -38,14 +40,19 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
     if not isinstance(kind, str) and kind is not None:
         raise ShapeError.at(obj, "kind", f"is not a string (got {got(kind)})")
     if is_apps_object(obj, TENANT):
-        return check_tenant_declaration(state, obj)
+        decision = check_tenant_declaration(state, obj)
+        namespace = obj["metadata"]["namespace"]
+        if is_malformed_tenant_namespace(namespace):
+            return Decision((_malformed_namespace(namespace),) + decision.reasons, decision.warnings)
+        return decision
     if kind in WORKLOAD_KINDS and is_apps_object(obj, kind):
         from .classes import check_workload_classes
 
         workload = parse_workload(obj)
+        shape = tuple(workload_problems(state, workload))
         classes = check_workload_classes(state, workload, platform_vgpu)
         budget = check_workload_budget(state, workload)
-        return Decision(classes.reasons + budget.reasons, classes.warnings + budget.warnings)
+        return Decision(shape + classes.reasons + budget.reasons, classes.warnings + budget.warnings)
     if is_gpuclass(obj):
         from .classes import check_gpuclass_write
 
@@ -54,3 +61,45 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
         obj, "", f"cannot check this kind (apiVersion {got(obj.get('apiVersion'))}); expected an "
         "apps.cozystack.io/v1alpha1 Tenant, VMInstance or KubernetesNodes, or a cozystack.io GPUClass"
     )
+
+
+def _malformed_namespace(namespace: str) -> Reason:
+    return Reason("metadata.namespace", f"Invalid: {malformed_namespace_message(namespace)}")
+
+
+def malformed_namespace_message(namespace: str) -> str:
+    return (f"namespace {namespace} is named like a tenant namespace but no tenant can own it (tenant names "
+            "are lower-case letters and digits, starting with a letter): it is in no pool, so no budget "
+            "would apply")
+
+
+def raw_name_problem(state: BudgetState, workload: Workload, index: int, name: str) -> str | None:
+    """Why a `spec.gpus` entry naming only a device-plugin resource may not
+    be written, or None: it reserves nothing and skips the class and vGPU
+    gates, so it is refused where the namespace's pool has a GPU budget or
+    the name is a GPUClass's resource (issue 11 item 3)."""
+    classes = state.class_resources.get(name)
+    if classes:
+        named = " or ".join(f"{{class: {c}}}" for c in classes)
+        return (f"Forbidden: {name!r} is the resource of GPU class{'es' if len(classes) > 1 else ''} "
+                f"{', '.join(classes)}: name the class instead ({named}), so its budget and vGPU rules apply")
+    root = state.budget_root(workload.namespace)
+    if root is not None and state.declarations[root].budgets:
+        return (f"Forbidden: a device-plugin name ({name!r}) reserves nothing from the GPU budgets of pool {root}: "
+                "name a GPU class (`class:`) instead")
+    return None
+
+
+def workload_problems(state: BudgetState, workload: Workload):
+    """What refuses a workload whatever its budget: a namespace no tenant can
+    own, a worker pool whose minReplicas exceeds its maxReplicas (item 4),
+    device-plugin names where they would bypass classes or budgets (item 3)."""
+    if is_malformed_tenant_namespace(workload.namespace):
+        yield _malformed_namespace(workload.namespace)
+    if workload.replicas_inverted is not None:
+        low, high = workload.replicas_inverted
+        yield Reason("spec.minReplicas", f"Invalid: spec.minReplicas {low} is more than spec.maxReplicas {high}")
+    for index, name in workload.raw_names:
+        problem = raw_name_problem(state, workload, index, name)
+        if problem is not None:
+            yield Reason(f"spec.gpus[{index}].name", problem)

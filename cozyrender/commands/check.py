@@ -59,7 +59,9 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
     override = None if platform_vgpu is None else platform_vgpu == "true"
     objects = written = Objects()
     try:
-        objects = load_objects(paths)
+        # A write that is also one of the state's files is checked against
+        # everything else, not as an update of itself (issue 11 item 11).
+        objects = load_objects(paths, exclude=[write_file] if write_file else [])
         # A short-lived process: move the loaded objects to the permanent
         # generation, so no later collection (during the audit or the check,
         # after indexing, which pauses the collector itself) scans them again;
@@ -76,14 +78,22 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         decision = check_write(state, written[0], platform_vgpu=override)
     except (StateError, ShapeError) as err:
         _fail(describe(err, written, objects))
+    except (RecursionError, ArithmeticError) as err:  # never a traceback: exit 1 would read as "refused"
+        _fail(f"cannot read the input: {type(err).__name__}: {err}")
     except ValueError as err:
         # The GPUClass CRD (as `gpuclass validate` reports it); its module is
         # loaded once it has raised, so the import costs nothing here.
         from cozyrender.gpuclass.validation import CRDError, RuleCompileError
 
         if not isinstance(err, (CRDError, RuleCompileError)):
-            raise
+            _fail(f"cannot read the input: {err}")  # never a traceback: exit 1 would read as "refused"
         _fail(f"the GPUClass CRD cannot be used: {err}")
+    if objects.excluded:
+        from cozyrender.budgets import Decision
+
+        note = (f"{', '.join(objects.excluded)} is also in --state: the state's copy is ignored "
+                "and the write is checked against the rest of the state")
+        decision = Decision(decision.reasons, (note, *decision.warnings))
     if output == "json":
         click.echo(json.dumps(decision.as_dict(), indent=2))
     else:
