@@ -190,19 +190,28 @@ def load_values(
     set_json: Sequence[str] = (),
     set_string: Sequence[str] = (),
     set_file: Sequence[str] = (),
+    read: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
     """The user values of a render as `helm template` computes them: `-f` files
     in order, then inline layers, then `--set-json`, `--set`, `--set-string` and
     `--set-file` (Helm's order), each parsed by Helm's own strvals parser into the
-    values so far (so `--set a[1]=x` changes one item of an existing list)."""
+    values so far (so `--set a[1]=x` changes one item of an existing list).
+    `read` reads a values file (the commands pass one that takes `-` for stdin)."""
     import helm_python as helm
 
     values: dict[str, Any] = {}
     for path in files:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            raise RenderError(f"cannot read values file {path}: {err}") from None
+        if read is not None:
+            text = read(str(path))
+        else:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                raise RenderError(f"values file {path}: no such file") from None
+            except OSError as err:
+                raise RenderError(f"values file {path}: {(err.strerror or str(err)).lower()}") from None
+            except UnicodeDecodeError as err:
+                raise RenderError(f"values file {path}: not UTF-8 text (byte {err.start})") from None
         try:
             layer = helm.values_from_yaml(text) if text.strip() else {}
         except helm.HelmError as err:
