@@ -14,6 +14,8 @@ A case is a folder holding `case.yaml`:
                               # namespace (what Flux's valuesFrom hands the chart)
     expect_error: "must be"   # optional: the render (or post-render) must fail
                               # with a message containing this; no expected files
+    api_versions: [cozystack.io/v1alpha1/GPUClass]   # optional, as `helm template -a`
+    kube_version: "1.35"      # optional, as `helm template --kube-version`
 
 and the expected `raw.yaml` (Helm's output) and `rendered.yaml` (after the
 post-renderer), each normalised: one document per object, ordered by
@@ -24,6 +26,7 @@ manifest is validated offline against the Kubernetes schemas.
 from __future__ import annotations
 
 import difflib
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +44,8 @@ CASE_FILE = "case.yaml"
 RAW_FILE = "raw.yaml"
 RENDERED_FILE = "rendered.yaml"
 EXPECTED_FILES = (RAW_FILE, RENDERED_FILE)
-_CASE_KEYS = {"chart", "release", "namespace", "values", "set", "inline", "parent", "description",
-              "expect_error"}
+_CASE_KEYS = ("chart", "release", "namespace", "values", "set", "inline", "parent", "description",
+              "expect_error", "api_versions", "kube_version")
 
 _Loader = SafeLoader
 
@@ -125,6 +128,7 @@ class Case:
     inline: dict[str, Any]
     parent: Path | None
     expect_error: str | None = None
+    capabilities: rendering.Capabilities = rendering.NO_CAPABILITIES
 
     @property
     def name(self) -> str:
@@ -136,12 +140,33 @@ class Case:
 
 
 def _find_chart(case_dir: Path, chart: str) -> Path:
-    """A chart path relative to the case folder or to any folder above it (the repo)."""
+    """A chart path relative to the case folder or to any folder above it (the
+    repository), or the current folder; else a chart bundled with cozyrender
+    (`charts/tenant`, `tenant`), so cases run outside this repository too."""
+    from cozyrender.resources import chart_path
+
     for base in (case_dir, *case_dir.parents, Path.cwd()):
         candidate = (base / chart).resolve()
         if (candidate / "Chart.yaml").is_file():
             return candidate
-    raise CaseError(f"{case_dir}: chart {chart!r} not found next to the case or above it")
+    bundled = chart_path(chart)
+    if (bundled / "Chart.yaml").is_file():
+        return bundled.resolve()
+    raise CaseError(f"{case_dir / CASE_FILE}: chart {chart!r} not found: no folder with a Chart.yaml "
+                    f"at {chart} next to the case, in a folder above it or in the current folder")
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` for the closest of `choices`, or ``."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _string_list(spec: Mapping, key: str, what: str, where: Path) -> list[str]:
+    value = spec.get(key) or []
+    if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+        raise CaseError(f"{where}: {key!r} is a list of {what}")
+    return list(value)
 
 
 def load_case(case_dir: Path) -> Case:
@@ -152,19 +177,26 @@ def load_case(case_dir: Path) -> Case:
         raise CaseError(f"{case_dir / CASE_FILE}: {' '.join(str(err).split())}") from None
     if not isinstance(spec, dict):
         raise CaseError(f"{case_dir / CASE_FILE}: a case is a mapping")
-    unknown = set(spec) - _CASE_KEYS
+    unknown = sorted(str(key) for key in spec if key not in _CASE_KEYS)
     if unknown:
-        raise CaseError(f"{case_dir / CASE_FILE}: unknown keys {sorted(unknown)}")
+        raise CaseError(f"{case_dir / CASE_FILE}: unknown key " + ", ".join(
+            f"{key!r}{did_you_mean(key, _CASE_KEYS)}" for key in unknown)
+            + f"; a case takes {', '.join(_CASE_KEYS)}")
     for key in ("chart", "release", "namespace"):
         if not isinstance(spec.get(key), str) or not spec[key]:
             raise CaseError(f"{case_dir / CASE_FILE}: {key!r} is required (a string)")
-    values = spec.get("values") or []
-    sets = spec.get("set") or []
+    where = case_dir / CASE_FILE
+    values = _string_list(spec, "values", "file names", where)
+    sets = _string_list(spec, "set", "KEY=VALUE strings", where)
+    api_versions = _string_list(spec, "api_versions", "API versions (group/version or group/version/Kind)",
+                                where)
+    kube_version = spec.get("kube_version")
+    if isinstance(kube_version, (int, float)) and not isinstance(kube_version, bool):
+        # 1.30 read as a YAML number is 1.3: refuse it rather than render for another version
+        raise CaseError(f"{where}: 'kube_version' is a string; quote it (kube_version: \"1.35\")")
+    if kube_version is not None and (not isinstance(kube_version, str) or not kube_version):
+        raise CaseError(f"{where}: 'kube_version' is a version string such as \"1.35\"")
     inline = spec.get("inline") or {}
-    if not (isinstance(values, list) and all(isinstance(v, str) for v in values)):
-        raise CaseError(f"{case_dir / CASE_FILE}: 'values' is a list of file names")
-    if not (isinstance(sets, list) and all(isinstance(v, str) for v in sets)):
-        raise CaseError(f"{case_dir / CASE_FILE}: 'set' is a list of KEY=VALUE strings")
     if not isinstance(inline, dict):
         raise CaseError(f"{case_dir / CASE_FILE}: 'inline' is a mapping of values")
     expect_error = spec.get("expect_error")
@@ -182,11 +214,18 @@ def load_case(case_dir: Path) -> Case:
         inline=inline,
         parent=(case_dir / parent).resolve() if isinstance(parent, str) else None,
         expect_error=expect_error,
+        capabilities=rendering.Capabilities(tuple(api_versions), kube_version),
     )
 
 
+def _hidden(path: Path, base: Path) -> bool:
+    """A file or folder whose name starts with `.` (`.gitkeep`, `.git/`): not part of a suite."""
+    return any(part.startswith(".") for part in path.relative_to(base).parts)
+
+
 def find_cases(cases_dir: Path) -> list[Path]:
-    return sorted(p.parent.resolve() for p in cases_dir.rglob(CASE_FILE))
+    base = cases_dir.resolve()
+    return sorted(p.parent for p in base.rglob(CASE_FILE) if not _hidden(p, base))
 
 
 def secret_values(rendered: str, namespace: str) -> dict[str, Any]:
@@ -212,6 +251,7 @@ class CaseResult:
     warnings: list[str] = field(default_factory=list)
     post_render_warnings: list[str] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
+    seconds: float = 0.0  # this case's own render and check, its parent's excluded
 
     @property
     def ok(self) -> bool:
@@ -223,6 +263,8 @@ class GoldenReport:
     results: list[CaseResult]
     stale: list[Path]
     errors: list[str] = field(default_factory=list)
+    # the case folder each error belongs to (None: the suite's), in errors' order
+    error_cases: list[Path | None] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -252,9 +294,16 @@ class _Runner:
         if case_dir in self.running:
             raise CaseError(f"{case_dir}: the parent chain loops back to this case")
         self.running.add(case_dir)
+        started = time.perf_counter()
         try:
             case = load_case(case_dir)
             result = CaseResult(case)
+            if case.parent is not None and (case.parent / CASE_FILE).is_file():
+                try:  # first, so its time is not counted here
+                    self.run(case.parent)
+                except CaseError:
+                    pass  # reported where the parent's output is needed (_render)
+                started = time.perf_counter()
             if case.expect_error is not None:
                 self._expect_error(result, case.expect_error)
             else:
@@ -265,6 +314,7 @@ class _Runner:
                     result.problems.append(str(err))
         finally:
             self.running.discard(case_dir)
+        result.seconds = time.perf_counter() - started
         self.results[case_dir] = result
         return result
 
@@ -296,7 +346,8 @@ class _Runner:
         try:
             user = rendering.load_values(case.values_files, case.sets, [case.inline])
             result.values = rendering.merge_values(base, user)
-            raw = rendering.template(case.chart, result.values, case.release, case.namespace)
+            raw = rendering.template(case.chart, result.values, case.release, case.namespace,
+                                     capabilities=case.capabilities)
         except rendering.RenderError as err:
             raise RenderFailure(f"render failed: {err}") from None
         try:
@@ -344,13 +395,16 @@ class _Runner:
             result.problems.extend(problems)
 
 
-def find_stale(cases_dir: Path, cases: list[Case]) -> list[Path]:
-    """Expected files no case renders, and files in a case folder that the case does not use."""
+def find_stale(cases_dir: Path, cases: list[Case], unloaded: Iterable[Path] = ()) -> list[Path]:
+    """Expected files no case renders, and files in a case folder that the case does not use.
+    The folders of cases that could not be loaded (`unloaded`) are not judged: they are errors."""
     case_dirs = {c.path for c in cases}
+    skipped = set(unloaded)
     used = set().union(*(c.referenced_files() for c in cases)) if cases else set()
     stale = []
-    for path in sorted(cases_dir.resolve().rglob("*")):
-        if not path.is_file() or path in used:
+    base = cases_dir.resolve()
+    for path in sorted(base.rglob("*")):
+        if not path.is_file() or path in used or _hidden(path, base) or path.parent in skipped:
             continue
         if path.name in EXPECTED_FILES or path.parent in case_dirs:
             stale.append(path)
@@ -363,12 +417,16 @@ def run_golden(cases_dir: Path, update: bool = False,
     runner = _Runner(post_render, update)
     case_dirs = find_cases(cases_dir)
     # A mistyped path must not pass CI as "0 cases, 0 failed".
-    errors = [] if case_dirs else [f"no cases ({CASE_FILE}) under {cases_dir}"]
+    errors = [] if case_dirs else [
+        f"no cases under {cases_dir}: a case is a folder holding a {CASE_FILE} "
+        "(chart, release, namespace); see `cozyrender golden --help`"]
+    error_cases: list[Path | None] = [None] * len(errors)
     for case_dir in case_dirs:
         try:
             runner.run(case_dir)
         except CaseError as err:
             errors.append(str(err))
+            error_cases.append(case_dir)
     results = sorted(runner.results.values(), key=lambda r: r.case.path)
-    stale = find_stale(cases_dir, [r.case for r in results])
-    return GoldenReport(results, stale, errors)
+    stale = find_stale(cases_dir, [r.case for r in results], [d for d in error_cases if d])
+    return GoldenReport(results, stale, errors, error_cases)

@@ -320,18 +320,89 @@ def _message(err: BaseException) -> str:
     return " ".join(str(err).split())
 
 
-def render_files(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str
-                 ) -> dict[str, str]:
+# Kubernetes' DNS-1123 label (k8s.io/apimachinery validation.IsDNS1123Label):
+# what a namespace name must be.
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+DNS1123_LABEL_MAX = 63
+# Helm's release name rule (pkg/chart/common/util ValidateReleaseName): DNS-1123
+# subdomain characters, at most 53 so that names derived from it still fit.
+_RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+RELEASE_NAME_MAX = 53
+
+
+def name_problem(name: str, what: str) -> str | None:
+    """Why `name` is not a valid namespace (`what="namespace"`, a DNS-1123
+    label) or release name (`what="release"`, Helm's rule), or None. Kubernetes
+    refuses such a namespace at apply time; catching it at render time keeps a
+    name like `tenant-Root` from reaching the objects derived from it."""
+    if what == "namespace":
+        rule, limit, pattern = "a DNS-1123 label", DNS1123_LABEL_MAX, _DNS1123_LABEL
+    else:
+        rule, limit, pattern = "a DNS-1123 subdomain as Helm requires", RELEASE_NAME_MAX, _RELEASE_NAME
+    shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "..."
+    if not name:
+        return f"the {what} name is empty; it must be {rule}"
+    if len(name) > limit:
+        return f"{what} name {shown} is {len(name)} characters; at most {limit} are allowed"
+    if not pattern.fullmatch(name):
+        return (f"{what} name {shown} is not {rule}: lower-case letters, digits and '-'"
+                f"{', and dots between such parts' if what == 'release' else ''}, starting and "
+                "ending with a letter or digit")
+    return None
+
+
+def check_names(release: str, namespace: str) -> None:
+    """RenderError when the release or namespace name breaks Kubernetes' rules."""
+    for name, what in ((namespace, "namespace"), (release, "release")):
+        problem = name_problem(name, what)
+        if problem:
+            raise RenderError(problem)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What `helm template --api-versions/-a` and `--kube-version` tell the chart:
+    `.Capabilities.APIVersions` gets these on top of Helm's defaults, and
+    `.Capabilities.KubeVersion` this version (Helm's default when None)."""
+
+    api_versions: tuple[str, ...] = ()
+    kube_version: str | None = None
+
+    def options(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.api_versions:
+            out["api_versions"] = list(self.api_versions)
+        if self.kube_version:
+            out["kube_version"] = self.kube_version
+        return out
+
+
+NO_CAPABILITIES = Capabilities()
+
+
+def render_files(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str,
+                 capabilities: Capabilities = NO_CAPABILITIES) -> dict[str, str]:
     """The SDK's render: {template path: text}; CRDs (`crds/`) are not templates."""
     import helm_python as helm
 
+    check_names(release, namespace)
     try:
         loaded = helm.Chart.load(str(chart))
     except helm.HelmError as err:
         raise RenderError(f"cannot load chart {chart}: {_message(err)}") from None
     try:
         helm.validate_release_name(release)
-        return loaded.render(dict(values), name=release, namespace=namespace)
+        options = capabilities.options()
+        if not options:
+            return loaded.render(dict(values), name=release, namespace=namespace)
+        # Chart.render (helm-python-sdk 0.2.2) does not expose them; the native
+        # render takes the same options as `helm template` (api_versions, kube_version).
+        from helm_python import _native
+
+        rendered = _native.call_string(
+            "helm_render", loaded._raw(), json.dumps(dict(values)),
+            json.dumps({"name": release, "namespace": namespace, **options}))
+        return json.loads(rendered)
     except helm.HelmError as err:
         raise RenderError(_message(err)) from None
     finally:
@@ -339,12 +410,14 @@ def render_files(chart: str | Path, values: Mapping[str, Any], release: str, nam
 
 
 def render(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str,
-           ordering: Sequence[str] = INSTALL_ORDER) -> Rendered:
+           ordering: Sequence[str] = INSTALL_ORDER, capabilities: Capabilities = NO_CAPABILITIES
+           ) -> Rendered:
     """Render a chart and sort it as Helm does."""
-    return sort_manifests(render_files(chart, values, release, namespace), ordering)
+    return sort_manifests(render_files(chart, values, release, namespace, capabilities), ordering)
 
 
 def template(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str,
-             ordering: Sequence[str] = INSTALL_ORDER) -> bytes:
+             ordering: Sequence[str] = INSTALL_ORDER, capabilities: Capabilities = NO_CAPABILITIES
+             ) -> bytes:
     """The bytes `helm template RELEASE CHART -n NAMESPACE` (Helm 4) prints for these values."""
-    return render(chart, values, release, namespace, ordering).text().encode("utf-8")
+    return render(chart, values, release, namespace, ordering, capabilities).text().encode("utf-8")
