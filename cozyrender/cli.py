@@ -114,8 +114,8 @@ def _click_main(args: list[str]) -> None:
     except BrokenPipeError:  # `cozyrender ... | head`: the reader left, nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(1)
-    if isinstance(result, int) and result:  # ctx.exit(n) under standalone_mode=False
-        sys.exit(result)
+    # ctx.exit(n) under standalone_mode=False returns n; a command's return value is not a status
+    sys.exit(result if isinstance(result, int) else 0)
 
 
 def _command_path(ctx) -> str:
