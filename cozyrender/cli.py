@@ -24,6 +24,18 @@ COMMANDS: dict[str, str] = {
     "flux": "cozyrender.commands.flux:command",
     "completion": "cozyrender.commands.completion:command",
 }
+# What `cozyrender --help` lists, whole (click would cut each docstring's first
+# sentence at the terminal's width), without importing every command.
+SUMMARIES: dict[str, str] = {
+    "catalog": "The GPU catalog of a cluster state: free units, nodes and conflicts per GPU class",
+    "check": "Check a write (or audit a whole state) against the GPU budgets and GPU classes",
+    "completion": "Print the shell completion script (bash, zsh, fish)",
+    "flux": "Write the post-render as Flux HelmRelease postRenderers (kustomize patches)",
+    "golden": "Golden-file tests of charts: render cases, compare with reviewed files",
+    "gpuclass": "Validate GPUClass objects offline against the shipped CRD",
+    "post-render": "The Helm post-renderer: a rendered release on stdin, post-rendered on stdout",
+    "template": "Render a chart like `helm template [RELEASE] CHART`, then post-render it",
+}
 HELP = ("-h", "--help")
 
 
@@ -67,6 +79,11 @@ def group():
                 return None
             module_name, attr = target.split(":")
             return getattr(importlib.import_module(module_name), attr)
+
+        def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            rows = [(name, SUMMARIES.get(name, "")) for name in self.list_commands(ctx)]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     @click.group(cls=LazyGroup, context_settings={"help_option_names": list(HELP), "max_content_width": 100},
                  epilog="\b\nExamples:\n"

@@ -53,7 +53,7 @@ def _classes(paths: tuple[str, ...] | list[str]) -> list[tuple[str, str, dict]]:
     return found
 
 
-@command.command("validate", epilog=examples(
+@command.command("validate", short_help="Validate GPUClass objects in files, folders or standard input.", epilog=examples(
     "cozyrender gpuclass validate class.yaml                   # a create",
     "cozyrender gpuclass validate class.yaml --old stored.yaml  # an update of the class of that name",
     "cozyrender gpuclass validate gitops/gpuclasses/ -o json    # every class in a folder",
