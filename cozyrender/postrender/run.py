@@ -4,9 +4,10 @@ On failure nothing reaches stdout, so Helm aborts instead of applying half a
 release. Errors and warnings are written where someone will see them
 (`report`): stderr (Helm 3 shows it), the controlling terminal when there is
 one and stderr is not it (Helm 4 discards a post-renderer plugin's stderr), the
-file named by COZYRENDER_LOG when that is set (CI, Flux), and, under Helm 4,
-Helm's own stderr, so a CI log shows the reason next to Helm's
-`plugin "cozyrender" exited with error`.
+file named by COZYRENDER_LOG when that is set (CI, Flux), and Helm's own
+stderr where Helm would hide ours: always under Helm 4 (so a CI log shows the
+reason next to Helm's `plugin "cozyrender" exited with error`), and for
+warnings under Helm 3 (which shows a post-renderer's stderr only when it fails).
 
 Usage mistakes on this path are Helm configuration mistakes, reported the same
 way with the fix (`usage_error`): Helm 4 runs the plugin as
@@ -43,7 +44,7 @@ def main() -> int:
         report(f"{PROG}: internal error: {type(err).__name__}: {err}")
         return EXIT_INTERNAL
     for warning in warnings:
-        report(f"{PROG}: warning: {warning}")
+        report(f"{PROG}: warning: {warning}", warning=True)
     sys.stdout.buffer.writelines(output_pieces(data, chunks, plan))
     sys.stdout.buffer.flush()
     return 0
@@ -71,9 +72,19 @@ def usage_error(extra: list[str]) -> int:
     return EXIT_USAGE
 
 
-def report(message: str) -> None:
+def _parent_is_helm() -> bool:
+    """Run by a `helm` binary (Helm 3 runs the post-renderer as its direct child)."""
+    try:
+        with open(f"/proc/{os.getppid()}/comm", encoding="utf-8") as comm:
+            return comm.read().strip().startswith("helm")
+    except OSError:
+        return False
+
+
+def report(message: str, warning: bool = False) -> None:
     """The message on stderr, on the terminal when stderr is not it, in
-    COZYRENDER_LOG, and on Helm 4's own stderr when it is not the terminal."""
+    COZYRENDER_LOG, and on Helm's own stderr (when that is not the terminal)
+    wherever Helm would not show ours: Helm 4 always, Helm 3 for warnings."""
     line = (message.replace("\r", "\\r").replace("\n", "\\n")) + "\n"
     sys.stderr.write(line)
     sys.stderr.flush()
@@ -85,7 +96,7 @@ def report(message: str) -> None:
             wrote_tty = True
         except OSError:
             pass  # no controlling terminal (CI, Flux, a pipe)
-    if under_helm4() and not wrote_tty:
+    if not wrote_tty and (under_helm4() or (warning and _parent_is_helm())):
         _to_parent_stderr(line)
     log_path = os.environ.get("COZYRENDER_LOG")
     if log_path:
@@ -98,7 +109,7 @@ def report(message: str) -> None:
 
 
 def _to_parent_stderr(line: str) -> None:
-    """Append `line` to the stderr of the process that ran us (Helm 4), where
+    """Append `line` to the stderr of the process that ran us (Helm), where
     Linux exposes it (/proc/PPID/fd/2): a pipe or a file a CI job collects. A
     terminal is skipped (the /dev/tty write covers it); anything else is silent."""
     path = f"/proc/{os.getppid()}/fd/2"
