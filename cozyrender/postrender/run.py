@@ -18,6 +18,7 @@ executable with exactly `--post-renderer-args`.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 PROG = "cozyrender post-render"
@@ -110,20 +111,37 @@ def report(message: str, warning: bool = False) -> None:
 
 def _to_parent_stderr(line: str) -> None:
     """Append `line` to the stderr of the process that ran us (Helm), where
-    Linux exposes it (/proc/PPID/fd/2): a pipe or a file a CI job collects. A
-    terminal is skipped (the /dev/tty write covers it); anything else is silent."""
-    path = f"/proc/{os.getppid()}/fd/2"
+    Linux exposes it (/proc/PPID/fd/2): a pipe (what CI collects) or a file
+    Helm appends to. A terminal is skipped (the /dev/tty write covers it), and
+    so is a file Helm writes at its own offset (`2> file`): Helm's next write
+    would land over ours. Anything else (not Linux, a socket) is silent."""
+    ppid = os.getppid()
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_NONBLOCK)
+        fd = os.open(f"/proc/{ppid}/fd/2", os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_NONBLOCK)
     except OSError:
-        return  # not Linux, another user's process, a socket
+        return
     try:
-        if not os.isatty(fd):
-            os.write(fd, line.encode("utf-8", "replace"))
+        if os.isatty(fd):
+            return
+        if stat.S_ISREG(os.fstat(fd).st_mode) and not _appends(ppid):
+            return
+        os.write(fd, line.encode("utf-8", "replace"))
     except OSError:
         pass
     finally:
         os.close(fd)
+
+
+def _appends(pid: int) -> bool:
+    """The process's stderr was opened for appending (`2>> file`)."""
+    try:
+        with open(f"/proc/{pid}/fdinfo/2", encoding="ascii") as info:
+            for entry in info:
+                if entry.startswith("flags:"):
+                    return bool(int(entry.split()[1], 8) & os.O_APPEND)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
 
 
 def _is_tty(stream) -> bool:
