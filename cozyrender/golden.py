@@ -7,6 +7,7 @@ A case is a folder holding `case.yaml`:
     namespace: tenant-root
     values: [values.yaml]     # values files in the case folder, merged in order
     set: ["gpu.vgpu=true"]    # optional, Helm --set syntax, applied last
+    set_string: [...]         # optional, as --set-string; set_json: [...] as --set-json
     inline: {...}             # optional inline values, merged after the files
     parent: ../root           # optional: start from the values.yaml of the
                               # cozystack-values Secret that the parent case's
@@ -44,8 +45,8 @@ CASE_FILE = "case.yaml"
 RAW_FILE = "raw.yaml"
 RENDERED_FILE = "rendered.yaml"
 EXPECTED_FILES = (RAW_FILE, RENDERED_FILE)
-_CASE_KEYS = ("chart", "release", "namespace", "values", "set", "inline", "parent", "description",
-              "expect_error", "api_versions", "kube_version")
+_CASE_KEYS = ("chart", "release", "namespace", "values", "set", "set_string", "set_json", "inline",
+              "parent", "description", "expect_error", "api_versions", "kube_version")
 
 _Loader = SafeLoader
 
@@ -128,6 +129,8 @@ class Case:
     inline: dict[str, Any]
     parent: Path | None
     expect_error: str | None = None
+    set_string: list[str] = field(default_factory=list)
+    set_json: list[str] = field(default_factory=list)
     capabilities: rendering.Capabilities = rendering.NO_CAPABILITIES
 
     @property
@@ -188,6 +191,8 @@ def load_case(case_dir: Path) -> Case:
     where = case_dir / CASE_FILE
     values = _string_list(spec, "values", "file names", where)
     sets = _string_list(spec, "set", "KEY=VALUE strings", where)
+    set_string = _string_list(spec, "set_string", "KEY=VALUE strings", where)
+    set_json = _string_list(spec, "set_json", "KEY=JSON strings", where)
     api_versions = _string_list(spec, "api_versions", "API versions (group/version or group/version/Kind)",
                                 where)
     kube_version = spec.get("kube_version")
@@ -214,6 +219,8 @@ def load_case(case_dir: Path) -> Case:
         inline=inline,
         parent=(case_dir / parent).resolve() if isinstance(parent, str) else None,
         expect_error=expect_error,
+        set_string=set_string,
+        set_json=set_json,
         capabilities=rendering.Capabilities(tuple(api_versions), kube_version),
     )
 
@@ -344,7 +351,8 @@ class _Runner:
                 raise CaseError(f"parent case {parent.case.name} did not render")
             base = secret_values(parent.rendered, case.namespace)
         try:
-            user = rendering.load_values(case.values_files, case.sets, [case.inline])
+            user = rendering.load_values(case.values_files, case.sets, [case.inline],
+                                         set_string=case.set_string, set_json=case.set_json)
             result.values = rendering.merge_values(base, user)
             raw = rendering.template(case.chart, result.values, case.release, case.namespace,
                                      capabilities=case.capabilities)

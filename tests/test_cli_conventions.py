@@ -256,3 +256,13 @@ def test_every_help_page_has_an_example_and_uncut_summaries(command):
 def test_post_render_help_goes_through_click():
     result = cozy("post-render", "--help")
     assert result.returncode == 0 and b"Helm post-renderer" in result.stdout
+
+
+def test_gpuclass_crd_from_stdin(tmp_path):
+    from cozyrender.resources import crd_path
+
+    piped = cozy("gpuclass", "validate", CLUSTER / "gpuclasses.yaml", "--crd", "-", stdin=crd_path().read_bytes())
+    assert piped.returncode == 0 and b"gpuclass/a100-4c: valid (create)" in piped.stdout, piped.stderr
+    missing = one_error_line(cozy("gpuclass", "validate", CLUSTER / "gpuclasses.yaml", "--crd", "nope.yaml"),
+                             "gpuclass validate")
+    assert "nope.yaml: no such file" in missing

@@ -127,3 +127,14 @@ def test_names_follow_kubernetes_rules_in_cases(tmp_path):
     assert cases["expected"]["ok"]
     assert "namespace name 'tenant-Root' is not a DNS-1123 label" in cases["upper"]["problems"][0]
     assert "release name 'R_1' is not a DNS-1123 subdomain" in cases["release"]["problems"][0]
+
+
+def test_set_string_and_set_json_in_cases(tmp_path):
+    root = suite(tmp_path, {
+        "string": CASE + "set_string: ['port=0443']\n",
+        "json": CASE + "set_json: ['port=8080']\nset: ['port=9090']\n",  # Helm's order: --set after --set-json
+    })
+    assert golden(root, "--update").returncode == 0
+    ports = {name: next(d for d in yaml.safe_load_all((root / name / "raw.yaml").read_text()) if d)["data"]["port"]
+             for name in ("string", "json")}
+    assert ports == {"string": "0443", "json": "9090"}

@@ -4,6 +4,8 @@ cozyrender.gpuclass.validation)."""
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from cozyrender.commands import (
@@ -63,7 +65,7 @@ def _classes(paths: tuple[str, ...] | list[str]) -> list[tuple[str, str, dict]]:
               help="The stored objects: validate an update of each class of the same name "
                    "(transition rules apply); classes not found there are creates. Repeatable.")
 @click.option("--crd", "crd_path", metavar="FILE", default=None,
-              help="The CRD file (default: the one shipped with cozyrender, "
+              help="The CRD file, '-' for standard input (default: the one shipped with cozyrender, "
                    "charts/cozystack-basics/crds/gpuclasses.cozystack.io.yaml).")
 @output_option("table", "json", "yaml")
 def validate(files: tuple[str, ...], old_files: tuple[str, ...], crd_path: str | None, output: str) -> None:
@@ -77,7 +79,18 @@ def validate(files: tuple[str, ...], old_files: tuple[str, ...], crd_path: str |
     from cozyrender.gpuclass.validation import CRD_PATH, CRDError, load_validator
 
     try:
-        validator = load_validator(crd_path or CRD_PATH)
+        if crd_path == "-":  # the validator is compiled from a file: stdin goes through one
+            import tempfile
+
+            with tempfile.TemporaryDirectory(prefix="cozyrender-") as folder:
+                crd_file = f"{folder}/crd.yaml"
+                with open(crd_file, "w", encoding="utf-8") as handle:
+                    handle.write(read_text("-"))
+                validator = load_validator(crd_file)
+        elif crd_path and not os.path.isfile(crd_path):
+            fail(f"{crd_path}: no such file")
+        else:
+            validator = load_validator(crd_path or CRD_PATH)
     except (CRDError, RuleCompileError) as err:
         fail(str(err))
     classes = _classes(files)
