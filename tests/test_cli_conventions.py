@@ -266,3 +266,19 @@ def test_gpuclass_crd_from_stdin(tmp_path):
     missing = one_error_line(cozy("gpuclass", "validate", CLUSTER / "gpuclasses.yaml", "--crd", "nope.yaml"),
                              "gpuclass validate")
     assert "nope.yaml: no such file" in missing
+
+
+def test_catalog_wide_adds_the_class_fields():
+    wide = cozy("catalog", "--state", CLUSTER, "-o", "wide")
+    table = cozy("catalog", "--state", CLUSTER)
+    assert wide.returncode == 0, wide.stderr
+    lines = wide.stdout.decode().splitlines()
+    assert lines[0].split() == ["NAME", "VENDOR/MODEL", "MODE/PROFILE", "MEMORY", "SOURCE", "LICENSE",
+                                "TOLERATIONS", "RESOURCE", "FREE", "ALLOCATABLE", "NODES", "STATUS"]
+    rows = {line.split()[0]: line.split() for line in lines[1:]}
+    classes = {c["metadata"]["name"]: c["spec"] for c in yaml.safe_load((CLUSTER / "gpuclasses.yaml").read_text())["items"]}
+    assert rows.keys() == classes.keys() == {line.split()[0] for line in table.stdout.decode().splitlines()[1:]}
+    for name, spec in classes.items():
+        assert rows[name][4] == spec["sourceKind"]
+        assert rows[name][5] == str(spec.get("license", {}).get("featureType", "-"))
+        assert rows[name][6] == str(len(spec.get("tolerations", [])))

@@ -36,8 +36,8 @@ def _fail(message: str) -> None:
               help="The object being written ('-' for standard input); an update when the state holds "
                    "one of the same kind, namespace and name.")
 # `text` is the old name of `table`, still accepted.
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml", "text"]), default="table",
-              show_default=True, help="table for people, json or yaml for scripts.")
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml", "text"]), default="table",
+              show_default=True, help="table for people (wide: an audit's figures too), json or yaml for scripts.")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the state says.")
 def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_files: tuple[str, ...],
@@ -104,4 +104,6 @@ def _print_audit(findings: list, output: str) -> None:
     errors = sum(1 for f in findings if f.severity == ERROR)
     for finding in findings:
         click.echo(f"{finding.severity}: {finding.namespace}: {finding.field}: {finding.message}")
+        if output == "wide" and finding.numbers:
+            click.echo("  " + ", ".join(f"{key}={value}" for key, value in dict(finding.numbers).items()))
     click.echo(f"{plural(errors, 'error')}, {plural(len(findings) - errors, 'warning')}")
