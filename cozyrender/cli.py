@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
             from cozyrender.postrender import run
 
             sys.exit(run.main() if len(args) == 1 else run.usage_error(args[1:]))
-        if not args and not _stdin_is_tty():
+        if not args and _stdin_is_data():
             # Helm 3 with --post-renderer cozyrender and no --post-renderer-args:
             # the rendered release is on stdin and nobody reads the help page.
             from cozyrender.postrender import run
@@ -56,11 +56,16 @@ def main(argv: list[str] | None = None) -> None:
     _click_main(args)
 
 
-def _stdin_is_tty() -> bool:
+def _stdin_is_data() -> bool:
+    """Standard input is a pipe or a file (Helm 3 pipes the release in), not a
+    terminal or /dev/null (a person, or CI, asking for the help page)."""
+    import stat
+
     try:
-        return os.isatty(sys.stdin.fileno())
+        mode = os.fstat(sys.stdin.fileno()).st_mode
     except (OSError, ValueError, AttributeError):
         return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
 
 
 def group():

@@ -21,7 +21,6 @@ from __future__ import annotations
 import errno as _errno
 import json
 import os
-import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -106,15 +105,17 @@ def os_problem(err: OSError) -> str:
 
 # ---------------------------------------------------------------- input
 
-_stdin_read = False
+_STDIN_READ = "cozyrender.stdin_read"
 
 
 def _read_stdin() -> bytes:
-    global _stdin_read
-    if _stdin_read:
+    """Standard input, once per command run (a second `-` would read nothing)."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.find_root().meta if ctx is not None else {}
+    if meta.get(_STDIN_READ):
         fail("standard input ('-') can be given only once")
-    _stdin_read = True
-    return sys.stdin.buffer.read()
+    meta[_STDIN_READ] = True
+    return click.get_binary_stream("stdin").read()
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:
