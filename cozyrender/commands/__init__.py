@@ -21,6 +21,7 @@ from __future__ import annotations
 import errno as _errno
 import json
 import os
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -115,7 +116,7 @@ def _read_stdin() -> bytes:
     if meta.get(_STDIN_READ):
         fail("standard input ('-') can be given only once")
     meta[_STDIN_READ] = True
-    return click.get_binary_stream("stdin").read()
+    return sys.stdin.buffer.read()
 
 
 def read_bytes(path: str | os.PathLike) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -48,7 +49,8 @@ def command(cases_dir: Path, update: bool, junit_file: str | None, output: str) 
 
         data = junit_xml(report, cases_dir, name)
         if junit_file == "-":
-            click.get_binary_stream("stdout").write(data)
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
         else:
             try:
                 Path(junit_file).write_bytes(data)
