@@ -148,12 +148,16 @@ def test_helm3_without_arguments_names_the_fix(helm3, helm_env):
     assert HELM3_FIX in result.stderr and "Usage:" not in result.stderr, result.stderr
 
 
-def test_troubleshooting_log_recipe_for_helm4(helm4, helm4_env, tmp_path):
+@pytest.mark.parametrize("version", ["helm3", "helm4"])
+def test_troubleshooting_log_recipe(version, request, helm_env, tmp_path):
     """The README's recipe: COZYRENDER_LOG names a file; the reason is in it after Helm fails."""
+    helm = request.getfixturevalue(version)
+    env = request.getfixturevalue("helm4_env") if version == "helm4" else helm_env
+    args = ["--post-renderer", "cozyrender"] + (["--post-renderer-args", "post-render"] if version == "helm3" else [])
     log = tmp_path / "cozyrender.log"
-    result = helm_template(helm4, {**helm4_env, "COZYRENDER_LOG": str(log)}, "--post-renderer", "cozyrender",
+    result = helm_template(helm, {**env, "COZYRENDER_LOG": str(log)}, *args,
                            chart=ROOT / "tests" / "data" / "helm" / "broken", release="tenant-broken")
     assert result.returncode != 0
     reason = log.read_text()
     assert reason.startswith("cozyrender post-render: error: document 1 (broken/templates/namespace.yaml)")
-    assert reason in result.stderr
+    assert reason.count("\n") == 1 and reason in result.stderr
