@@ -45,7 +45,7 @@ def command(cases_dir: Path, update: bool, junit_file: str | None, output: str) 
         return _relative(path, cases_dir)
 
     if junit_file:
-        from cozyrender.junit import junit_xml
+        from cozyrender.golden.junit import junit_xml
 
         data = junit_xml(report, cases_dir, name)
         if junit_file == "-":
