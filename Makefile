@@ -11,7 +11,13 @@ export COZYRENDER_HELM3   := $(abspath $(BIN)/helm3)
 export COZYRENDER_HELM4   := $(abspath $(BIN)/helm4)
 export COZYRENDER_KUBECTL := $(abspath $(BIN)/kubectl)
 
-.PHONY: venv binaries demo test bench clean
+# Wheels of cozyrender's dependencies, for the wheel test's offline install into a fresh venv.
+WHEELHOUSE := $(VENV)/wheelhouse
+DIST       := dist
+# Helm's own state for `make dist`, kept out of the user's home.
+HELM_TMP   := $(abspath build/helm-home)
+
+.PHONY: venv binaries wheelhouse demo test bench dist clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -25,10 +31,31 @@ $(BIN)/.fetched: tools/fetch_binaries.py | $(VENV)/.installed
 	$(PY) tools/fetch_binaries.py $(BIN)
 	touch $@
 
+wheelhouse: $(WHEELHOUSE)/.fetched
+$(WHEELHOUSE)/.fetched: pyproject.toml | $(VENV)/.installed
+	mkdir -p $(WHEELHOUSE)
+	$(PY) -c "import tomllib; print('\\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > $(WHEELHOUSE)/requirements.txt
+	$(PY) -m pip download -q -d $(WHEELHOUSE) -r $(WHEELHOUSE)/requirements.txt
+	touch $@
+
+# The Python wheel and sdist, the two charts as Helm chart archives with a
+# repository index.yaml, and the Helm 4 plugin as an archive
+# (`helm plugin install dist/helm-plugin/cozyrender-<version>.tgz --verify=false`: unsigned).
+dist: venv binaries
+	rm -rf $(DIST) $(HELM_TMP)
+	$(PY) -m build --no-isolation --outdir $(DIST) .
+	HELM_DATA_HOME=$(HELM_TMP)/data HELM_CONFIG_HOME=$(HELM_TMP)/config HELM_CACHE_HOME=$(HELM_TMP)/cache \
+	  $(BIN)/helm4 package charts/tenant charts/cozystack-basics -d $(DIST)/charts
+	HELM_DATA_HOME=$(HELM_TMP)/data HELM_CONFIG_HOME=$(HELM_TMP)/config HELM_CACHE_HOME=$(HELM_TMP)/cache \
+	  $(BIN)/helm4 repo index $(DIST)/charts
+	HELM_DATA_HOME=$(HELM_TMP)/data HELM_CONFIG_HOME=$(HELM_TMP)/config HELM_CACHE_HOME=$(HELM_TMP)/cache \
+	  $(BIN)/helm4 plugin package plugins/cozyrender --sign=false -d $(DIST)/helm-plugin
+	rm -rf $(HELM_TMP)
+
 demo: venv
 	$(PY) -m cozyrender.demo
 
-test: venv binaries
+test: venv binaries wheelhouse
 	$(PY) -m pytest
 
 bench: venv binaries
@@ -36,4 +63,4 @@ bench: venv binaries
 	$(PY) bench/run.py
 
 clean:
-	rm -rf $(VENV) .cache build *.egg-info
+	rm -rf $(VENV) .cache build $(DIST) *.egg-info

@@ -2,12 +2,15 @@
 
 `cozyrender post-render` is Helm's hot path (every install, upgrade and
 reconcile of every tenant), so it is dispatched before click or any other
-command's dependencies are imported. Every other command is a click
-command in `cozyrender.commands`, imported only when it is invoked.
+command's dependencies are imported; so are the two ways Helm runs it with the
+wrong arguments (see `cozyrender.postrender.run.usage_error`). Every other
+command is a click command in `cozyrender.commands`, imported only when it is
+invoked, and every error is one line `cozyrender <command>: error: ...`.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 # command name -> "module:attribute" of its click command
@@ -19,19 +22,54 @@ COMMANDS: dict[str, str] = {
     "catalog": "cozyrender.commands.catalog:command",
     "gpuclass": "cozyrender.commands.gpuclass:command",
     "flux": "cozyrender.commands.flux:command",
+    "completion": "cozyrender.commands.completion:command",
 }
+# What `cozyrender --help` lists, whole (click would cut each docstring's first
+# sentence at the terminal's width), without importing every command.
+SUMMARIES: dict[str, str] = {
+    "catalog": "The GPU catalog of a cluster state: free units, nodes and conflicts per GPU class",
+    "check": "Check a write (or audit a whole state) against the GPU budgets and GPU classes",
+    "completion": "Print the shell completion script (bash, zsh, fish)",
+    "flux": "Write the post-render as Flux HelmRelease postRenderers (kustomize patches)",
+    "golden": "Golden-file tests of charts: render cases, compare with reviewed files",
+    "gpuclass": "Validate GPUClass objects offline against the shipped CRD",
+    "post-render": "The Helm post-renderer: a rendered release on stdin, post-rendered on stdout",
+    "template": "Render a chart like `helm template [RELEASE] CHART`, then post-render it",
+}
+HELP = ("-h", "--help")
 
 
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    if args == ["post-render"]:
-        from cozyrender.postrender.run import main as post_render_main
+    completing = any(name.endswith("_COMPLETE") and name.startswith("_COZYRENDER") for name in os.environ)
+    if not completing:
+        if args[:1] == ["post-render"] and not any(a in HELP for a in args[1:]):
+            from cozyrender.postrender import run
 
-        sys.exit(post_render_main())
+            sys.exit(run.main() if len(args) == 1 else run.usage_error(args[1:]))
+        if not args and _stdin_is_data():
+            # Helm 3 with --post-renderer cozyrender and no --post-renderer-args:
+            # the rendered release is on stdin and nobody reads the help page.
+            from cozyrender.postrender import run
+
+            sys.exit(run.usage_error([]))
     _click_main(args)
 
 
-def _click_main(args: list[str]) -> None:
+def _stdin_is_data() -> bool:
+    """Standard input is a pipe or a file (Helm 3 pipes the release in), not a
+    terminal or /dev/null (a person, or CI, asking for the help page)."""
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
+def group():
+    """The `cozyrender` click group (commands imported when invoked)."""
     import importlib
 
     import click
@@ -47,9 +85,65 @@ def _click_main(args: list[str]) -> None:
             module_name, attr = target.split(":")
             return getattr(importlib.import_module(module_name), attr)
 
-    @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+        def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+            rows = [(name, SUMMARIES.get(name, "")) for name in self.list_commands(ctx)]
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    @click.group(cls=LazyGroup, context_settings={"help_option_names": list(HELP), "max_content_width": 100},
+                 epilog="\b\nExamples:\n"
+                        "  cozyrender template tenant-a charts/tenant -n tenant-root --set gpu.vgpu=true\n"
+                        "  helm template tenant-a charts/tenant -n tenant-root --post-renderer cozyrender "
+                        "--post-renderer-args post-render\n"
+                        "  cozyrender golden tests/golden --junit golden.xml\n"
+                        "  cozyrender completion bash > /etc/bash_completion.d/cozyrender")
     @click.version_option(package_name="cozyrender")
     def cozyrender() -> None:
-        """GPU budgets and the vGPU entitlement for Cozystack tenants, at render time."""
+        """GPU budgets and the vGPU entitlement for Cozystack tenants, at render time.
 
-    cozyrender.main(args=args, prog_name="cozyrender")
+        Run `cozyrender COMMAND --help` for a command's options and examples.
+        """
+
+    return cozyrender
+
+
+def _click_main(args: list[str]) -> None:
+    import click
+
+    from cozyrender.commands import format_error
+
+    cozyrender = group()
+    no_args_help = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
+    try:
+        result = cozyrender.main(args=args, prog_name="cozyrender", standalone_mode=False)
+    except no_args_help as err:  # `cozyrender` or `cozyrender gpuclass` alone: the help, as helm does
+        click.echo(err.ctx.get_help() if err.ctx else "")
+        sys.exit(0)
+    except click.UsageError as err:
+        command = _command_path(err.ctx)
+        message = err.format_message().rstrip(".")
+        message = message[:1].lower() + message[1:]
+        click.echo(format_error(f"{message} (see '{command} --help')", command), err=True)
+        sys.exit(err.exit_code)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(err.exit_code)
+    except click.exceptions.Exit as err:
+        sys.exit(err.exit_code)
+    except click.Abort:
+        click.echo("cozyrender: error: aborted", err=True)
+        sys.exit(1)
+    except BrokenPipeError:  # `cozyrender ... | head`: the reader left, nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
+    # ctx.exit(n) under standalone_mode=False returns n; a command's return value is not a status
+    sys.exit(result if isinstance(result, int) else 0)
+
+
+def _command_path(ctx) -> str:
+    if ctx is None:
+        return "cozyrender"
+    path = ctx.command_path.split()
+    if path and path[0] != "cozyrender":
+        path.insert(0, "cozyrender")
+    return " ".join(path)

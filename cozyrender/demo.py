@@ -59,7 +59,7 @@ def table(rows: list[dict[str, str]]) -> str:
 def main() -> int:
     report = run_golden(EXAMPLE)
     for error in report.errors:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"cozyrender demo: error: {error}", file=sys.stderr)
     results = [r for r in report.results if r.rendered]
     if not results:
         return 1
@@ -73,11 +73,11 @@ def main() -> int:
         (folder / RAW_FILE).write_text(result.raw, encoding="utf-8")
         (folder / RENDERED_FILE).write_text(result.rendered, encoding="utf-8")
         for warning in result.post_render_warnings:
-            print(f"warning: {result.case.name}: post-render: {warning}", file=sys.stderr)
+            print(f"cozyrender demo: warning: {result.case.name}: post-render: {warning}", file=sys.stderr)
     print(f"\nFull manifests (Helm's raw output and the post-rendered one): {OUTPUT}/<case>/{{raw,rendered}}.yaml")
     failed = [r.case.name for r in report.results if not r.ok]
     if failed:
-        print(f"these cases no longer match their expected files: {', '.join(failed)} "
+        print(f"cozyrender demo: error: these cases no longer match their expected files: {', '.join(failed)} "
               "(cozyrender golden examples/demo shows the diff)", file=sys.stderr)
         return 1
     print("Every tenant matches its reviewed golden files (cozyrender golden examples/demo).")

@@ -70,7 +70,7 @@ def test_a_malformed_object_is_bad_input_naming_file_object_and_field(tmp_path, 
     result = CliRunner().invoke(command, ["--state", str(tmp_path / "state.json")])
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
-    assert result.output.startswith(f"Error: {tmp_path / 'state.json'}: {expected}"), result.output
+    assert result.output.startswith(f"cozyrender catalog: error: {tmp_path / 'state.json'}: {expected}"), result.output
     assert result.output.count("\n") == 1 and "Traceback" not in result.output
 
 

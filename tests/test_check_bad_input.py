@@ -30,7 +30,7 @@ def _bad_input(result, *expected: str) -> None:
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert "Traceback" not in result.output
-    assert result.output.startswith("error: ") and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("cozyrender check: error: ") and result.output.count("\n") == 1, result.output
     for text in expected:
         assert text in result.output, (text, result.output)
 

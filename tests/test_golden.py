@@ -190,7 +190,7 @@ def test_bad_case_file_is_reported(tmp_path: Path) -> None:
     cases = make_cases(tmp_path)
     (cases / "one" / "case.yaml").write_text("chart: charts/demo\nrelease: r\nnamespaces: x\n")
     report = golden.run_golden(cases, post_render=identity)
-    assert not report.ok and "unknown keys ['namespaces']" in report.errors[0]
+    assert not report.ok and "unknown key 'namespaces' (did you mean 'namespace'?)" in report.errors[0]
 
 
 def test_cli_exit_codes(tmp_path: Path) -> None:
@@ -203,7 +203,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
     assert missing.returncode == 1 and "is missing" in missing.stdout
     assert run("--update").returncode == 0
     ok = run()
-    assert ok.returncode == 0 and "1 cases, 0 failed, 0 stale files" in ok.stdout
+    assert ok.returncode == 0 and "1 case, 0 failed, 0 stale files" in ok.stdout
     shutil.copy(cases / "one" / "raw.yaml", cases / "raw.yaml")
     stale = run()
     assert stale.returncode == 1 and "STALE raw.yaml" in stale.stdout
@@ -214,7 +214,8 @@ def test_a_folder_without_cases_fails(tmp_path):
 
     report = run_golden(tmp_path)
     assert not report.ok
-    assert report.errors == [f"no cases (case.yaml) under {tmp_path}"]
+    assert len(report.errors) == 1 and report.errors[0].startswith(f"no cases under {tmp_path}: ")
+    assert "a case is a folder holding a case.yaml" in report.errors[0]
 
 
 # ---------------------------------------------------------------- expect_error

@@ -57,7 +57,7 @@ def test_bad_input_exits_2_without_a_traceback(tmp_path):
                  [str(DATA / "mig.yaml"), "--old", str(not_yaml)]):
         result = run(*args)
         assert result.exit_code == 2, (args, result.output)
-        assert "Traceback" not in result.output and result.output.startswith("Error:")
+        assert "Traceback" not in result.output and result.output.startswith("cozyrender gpuclass validate: error: ")
 
 
 def test_an_unusable_crd_exits_2(tmp_path):
@@ -89,5 +89,5 @@ def test_malformed_or_unreadable_input_is_one_line_naming_the_file(tmp_path, con
     for args in ([str(tmp_path / "c.yaml")], [str(DATA / "mig.yaml"), "--old", str(tmp_path / "c.yaml")]):
         result = run(*args)
         assert result.exit_code == 2, (args, result.output)
-        assert result.output.startswith(f"Error: {tmp_path / 'c.yaml'}") and expected in result.output, result.output
+        assert result.output.startswith(f"cozyrender gpuclass validate: error: {tmp_path / 'c.yaml'}") and expected in result.output, result.output
         assert result.output.count("\n") == 1 and "Traceback" not in result.output

@@ -176,7 +176,7 @@ def test_cli_raw_matches_helm4_for_tenant(helm4: Path, tmp_path: Path) -> None:
     values.write_text("resourceQuotas:\n  cpu: 2\n  a100.gpuclass.cozystack.io/devices: 1\n")
     args = ["-f", str(values), "--set", "gpu.vgpu=true", "--set", "host=x.example.org"]
     expected = helm_template(helm4, TENANT, "tenant-a", "tenant-root", *args)
-    proc = run_cli("template", str(TENANT), "tenant-a", "-n", "tenant-root", "--raw", *args)
+    proc = run_cli("template", "tenant-a", str(TENANT), "-n", "tenant-root", "--raw", *args)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == expected
 
@@ -246,9 +246,9 @@ def test_yaml_parse_error_names_the_template(tmp_path: Path) -> None:
     (["--set", "a"], 'key "a" has no value'),
     (["-f", "/nonexistent/values.yaml"], "values.yaml"),
 ])
-def test_cli_errors_exit_1_with_one_line(args: list[str], message: str) -> None:
-    proc = run_cli("template", str(TENANT), "tenant-a", "-n", "tenant-root", *args)
-    assert proc.returncode == 1
+def test_cli_errors_exit_2_with_one_line(args: list[str], message: str) -> None:
+    proc = run_cli("template", "tenant-a", str(TENANT), "-n", "tenant-root", *args)
+    assert proc.returncode == 2
     assert proc.stdout == b""
     err = proc.stderr.decode()
     assert message in err and "Traceback" not in err
@@ -256,13 +256,13 @@ def test_cli_errors_exit_1_with_one_line(args: list[str], message: str) -> None:
 
 
 def test_cli_fail_message_surfaces() -> None:
-    proc = run_cli("template", str(TENANT), "tenant-a", "-n", "default")
-    assert proc.returncode == 1
+    proc = run_cli("template", "tenant-a", str(TENANT), "-n", "default")
+    assert proc.returncode == 2 and proc.stderr.decode().startswith("cozyrender template: error: ")
     assert 'the release namespace must start with "tenant-", got "default"' in proc.stderr.decode()
 
 
 def test_cli_post_renders_by_default() -> None:
-    args = ["template", str(TENANT), "tenant-a", "-n", "tenant-root",
+    args = ["template", "tenant-a", str(TENANT), "-n", "tenant-root",
             "--set", "resourceQuotas.a100\\.gpuclass\\.cozystack\\.io/devices=2"]
     raw = run_cli(*args, "--raw")
     rendered = run_cli(*args)
@@ -276,15 +276,15 @@ def test_cli_post_renders_by_default() -> None:
     assert "annotations" not in namespace["metadata"]
 
 
-def test_cli_post_render_error_exits_1(tmp_path: Path) -> None:
+def test_cli_post_render_error_exits_2(tmp_path: Path) -> None:
     chart = write_chart(tmp_path / "half", {
         "Chart.yaml": "apiVersion: v2\nname: half\nversion: 0.1.0\n",
         "templates/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n"
                              "  annotations:\n    render.cozystack.io/vgpu-requested: \"true\"\n",
     })
-    assert run_cli("template", str(chart), "r", "-n", "x", "--raw").returncode == 0
-    proc = run_cli("template", str(chart), "r", "-n", "x")
-    assert proc.returncode == 1 and proc.stdout == b""
+    assert run_cli("template", "r", str(chart), "-n", "x", "--raw").returncode == 0
+    proc = run_cli("template", "r", str(chart), "-n", "x")
+    assert proc.returncode == 2 and proc.stdout == b""
     err = proc.stderr.decode()
     assert "post-render" in err and "Traceback" not in err and err.count("\n") == 1
 
@@ -331,7 +331,7 @@ def test_set_family_order_and_list_index_match_helm4(dump_chart: Path, helm4: Pa
                            None, "z"]
     assert values["e"] == [None, "x"] and values["j"] == {"o": [1, 2, {"p": 3}]}
     assert template(dump_chart, values, "rel", "ns1") == expected
-    proc = run_cli("template", str(dump_chart), "rel", "-n", "ns1", "--raw", *args)
+    proc = run_cli("template", "rel", str(dump_chart), "-n", "ns1", "--raw", *args)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == expected
 
@@ -373,10 +373,30 @@ def test_set_family_errors_like_helm4(dump_chart: Path, helm4: Path, tmp_path: P
     assert proc.returncode != 0 and message in proc.stderr.decode()
 
 
-def test_cli_set_family_error_exits_1() -> None:
-    proc = run_cli("template", str(TENANT), "tenant-a", "-n", "tenant-root",
+def test_cli_set_family_error_exits_2() -> None:
+    proc = run_cli("template", "tenant-a", str(TENANT), "-n", "tenant-root",
                    "--set-file", "host=/nonexistent/file")
     err = proc.stderr.decode()
-    assert proc.returncode == 1 and proc.stdout == b""
+    assert proc.returncode == 2 and proc.stdout == b""
     assert "failed parsing --set-file data" in err and "Traceback" not in err
     assert err.count("\n") == 1
+
+
+def test_cli_capabilities_match_helm4(helm4: Path, tmp_path: Path) -> None:
+    chart = write_chart(tmp_path / "cap", {
+        "Chart.yaml": "apiVersion: v2\nname: cap\nversion: 0.1.0\n",
+        "templates/cm.yaml": (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cap}\ndata:\n"
+            "  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n"
+            "  minor: {{ .Capabilities.KubeVersion.Minor | quote }}\n"
+            "{{- range $v := list \"cozystack.io/v1alpha1\" \"cozystack.io/v1alpha1/GPUClass\" \"x.io/v1\" }}\n"
+            "  {{ $v | replace \"/\" \"_\" | replace \".\" \"_\" }}: {{ $.Capabilities.APIVersions.Has $v | quote }}\n"
+            "{{- end }}\n"),
+    })
+    args = ["-a", "cozystack.io/v1alpha1/GPUClass", "--api-versions", "x.io/v1", "--kube-version", "1.33.4"]
+    expected = helm_template(helm4, chart, "rel", "ns1", *args)
+    proc = run_cli("template", "rel", str(chart), "-n", "ns1", "--raw", *args)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == expected
+    data = yaml.safe_load(expected.split(b"\n", 2)[2])["data"]
+    assert data["kube"] == "v1.33.4" and data["cozystack_io_v1alpha1_GPUClass"] == "true"

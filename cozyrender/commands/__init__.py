@@ -1,20 +1,272 @@
-"""One click command per module; each is a thin shell over a rule module."""
+"""One click command per module, each a thin shell over a rule module; the
+conventions they share live here, so every command behaves the same way:
+
+- one error format, `cozyrender <command>: error: <message>` on stderr, exit 2
+  for bad input (`CommandError`, `fail`), with no Python wording (`errno`
+  texts become `no such file`, `permission denied`, ...); warnings the same
+  way with `warning:` (`warn`), never doubled;
+- `-` for standard input wherever a file is taken (`read_text`, `read_bytes`),
+  read once per process;
+- folders wherever files are taken (`expand_paths`: the YAML/JSON files below,
+  in name order, dotfiles and dot-folders skipped);
+- one `-o/--output` vocabulary (`output_option`, `emit`): `table` (default,
+  for people), `wide`, `json`, `yaml`;
+- Helm's values flags (`values_options`, `user_values`): `-f/--values` (`-`
+  too), `--set`, `--set-string`, `--set-json`, `--set-file`;
+- an example in every `--help` (`examples`).
+"""
 
 from __future__ import annotations
 
+import errno as _errno
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
 import click
 
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+EXIT_BAD_INPUT = 2
+STATE_SUFFIXES = (".yaml", ".yml", ".json")
+OUTPUTS = ("table", "wide", "json", "yaml")
 
-class BadInput(click.ClickException):
-    """Unreadable or malformed input: exit 2, one line on stderr, no
-    traceback. `label` starts the line (`Error: ...` by default, as click
-    writes it; `cozyrender check` writes `error: ...`)."""
 
-    exit_code = 2
+# ---------------------------------------------------------------- messages
 
-    def __init__(self, message: str, label: str = "Error") -> None:
+def command_name(ctx: click.Context | None = None) -> str:
+    """`cozyrender <command>` for the command running now (its full path, e.g.
+    `cozyrender gpuclass validate`), or `cozyrender` outside any command."""
+    ctx = ctx or click.get_current_context(silent=True)
+    if ctx is None:
+        return "cozyrender"
+    path = ctx.command_path.split()
+    # A command invoked on its own (tests' CliRunner) is still shown under cozyrender.
+    if path and path[0] != "cozyrender":
+        path.insert(0, "cozyrender")
+    return " ".join(path)
+
+
+def _strip_label(message: str, label: str) -> str:
+    """`message` without a leading `label:` (any case), so no line says it twice."""
+    text = message.strip()
+    while text.lower().startswith(label + ":"):
+        text = text[len(label) + 1:].lstrip()
+    return text
+
+
+def format_error(message: str, command: str | None = None) -> str:
+    """The one error line every command writes: `cozyrender <command>: error: ...`."""
+    text = " ".join(_strip_label(message, "error").split())
+    return f"{command or command_name()}: error: {text}"
+
+
+def warn(message: str, command: str | None = None) -> None:
+    """`cozyrender <command>: warning: ...` on stderr (a leading `warning:` is not repeated)."""
+    text = _strip_label(message, "warning")
+    click.echo(f"{command or command_name()}: warning: {text}", err=True)
+
+
+class CommandError(click.ClickException):
+    """Bad input or a failed step: one line `cozyrender <command>: error: ...` on
+    stderr, exit 2 (or `exit_code`), no traceback."""
+
+    exit_code = EXIT_BAD_INPUT
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
         super().__init__(message)
-        self.label = label
+        if exit_code is not None:
+            self.exit_code = exit_code
+        self.command = command_name()  # the context is live where the error is raised
 
     def show(self, file=None) -> None:
-        click.echo(f"{self.label}: {self.format_message()}", file=file, err=file is None)
+        click.echo(format_error(self.format_message(), self.command), file=file, err=file is None)
+
+
+BadInput = CommandError  # the name the commands used first
+
+
+def fail(message: str, exit_code: int = EXIT_BAD_INPUT) -> NoReturn:
+    raise CommandError(message, exit_code)
+
+
+def os_problem(err: OSError) -> str:
+    """An OSError in words, without Python's `[Errno N]`: `no such file`, ..."""
+    words = {
+        _errno.ENOENT: "no such file or folder",
+        _errno.EACCES: "permission denied",
+        _errno.EISDIR: "is a folder, not a file",
+        _errno.ENOTDIR: "a part of the path is not a folder",
+    }
+    return words.get(err.errno or 0) or (err.strerror or str(err)).lower()
+
+
+# ---------------------------------------------------------------- input
+
+_STDIN_READ = "cozyrender.stdin_read"
+
+
+def _read_stdin() -> bytes:
+    """Standard input, once per command run (a second `-` would read nothing)."""
+    ctx = click.get_current_context(silent=True)
+    meta = ctx.find_root().meta if ctx is not None else {}
+    if meta.get(_STDIN_READ):
+        fail("standard input ('-') can be given only once")
+    meta[_STDIN_READ] = True
+    return sys.stdin.buffer.read()
+
+
+def read_bytes(path: str | os.PathLike) -> bytes:
+    """A file's bytes, or standard input for `-`; CommandError naming the file otherwise."""
+    if os.fspath(path) == STDIN:
+        return _read_stdin()
+    try:
+        return Path(path).read_bytes()
+    except OSError as err:
+        fail(f"{path}: {os_problem(err)}")
+
+
+def read_text(path: str | os.PathLike) -> str:
+    """A file's UTF-8 text, or standard input's for `-`."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        fail(f"{source_name(path)}: not UTF-8 text (byte {err.start}: {err.reason})")
+
+
+def source_name(path: str | os.PathLike) -> str:
+    """How messages name an input: the path, or `<stdin>` for `-`."""
+    return STDIN_NAME if os.fspath(path) == STDIN else os.fspath(path)
+
+
+def expand_paths(paths: Iterable[str | os.PathLike], suffixes: Sequence[str] = STATE_SUFFIXES
+                 ) -> list[str]:
+    """Files as given, `-` as given, folders replaced by the files below them
+    whose names end in `suffixes`, in name order; names starting with `.`
+    (`.gitkeep`, `.git/`) are skipped. A path that does not exist is an error."""
+    out: list[str] = []
+    for raw in paths:
+        text = os.fspath(raw)
+        path = Path(text)
+        if text == STDIN or path.is_file():
+            out.append(text)
+        elif path.is_dir():
+            out.extend(str(p) for p in sorted(path.rglob("*"))
+                       if p.is_file() and p.name.endswith(tuple(suffixes))
+                       and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        else:
+            fail(f"{text}: no such file or folder")
+    return out
+
+
+def load_state(paths: Iterable[str], exclude: Iterable[str] = ()):
+    """Every object in the files and folders named (`-` for standard input), in
+    order, as `cozyrender.state.Objects`; StateError as the state module words it.
+    A file that is one of `exclude` (the same file, however named; `-` is never
+    a file) is left out and listed in the result's `excluded`."""
+    from cozyrender.state import Objects, load_objects, parse_documents
+
+    exclude = [path for path in exclude if path != STDIN]
+    objects = Objects()
+    for path in expand_paths(paths):
+        if path == STDIN:
+            objects.add(STDIN_NAME, parse_documents(read_text(path), STDIN_NAME))
+            continue
+        loaded = load_objects([path], exclude=exclude)
+        objects.excluded.extend(loaded.excluded)
+        if not loaded.excluded:
+            objects.add(path, loaded)
+    return objects
+
+
+# ---------------------------------------------------------------- output
+
+def output_option(*choices: str, default: str = "table", help: str | None = None
+                  ) -> Callable[[Callable], Callable]:
+    """`-o/--output` with the shared vocabulary (a subset of table, wide, json, yaml)."""
+    choices = choices or OUTPUTS
+    unknown = set(choices) - set(OUTPUTS)
+    if unknown:
+        raise ValueError(f"not in the shared -o vocabulary: {sorted(unknown)}")
+    text = help or ("table for people (default), wide for more columns, json or yaml for scripts"
+                    if "wide" in choices else "table for people (default), json or yaml for scripts")
+    return click.option("-o", "--output", type=click.Choice(choices), default=default,
+                        show_default=True, help=text)
+
+
+def emit(data: Any, output: str) -> None:
+    """`data` (JSON-compatible) on stdout as JSON (indented) or YAML (block style)."""
+    if output == "json":
+        click.echo(json.dumps(data, indent=2))
+    elif output == "yaml":
+        from cozyrender.yamlio import dump_readable
+
+        click.echo(dump_readable(data), nl=False)
+    else:
+        raise ValueError(f"emit writes json or yaml, not {output}")
+
+
+def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Iterable[str] = ()) -> str:
+    """An aligned table as kubectl prints one: columns three spaces apart, the
+    `right` columns right-aligned, no trailing spaces."""
+    lines = [tuple(headers), *(tuple(row) for row in rows)]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
+    aligned = set(right)
+    out = []
+    for line in lines:
+        cells = [cell.rjust(width) if header in aligned else cell.ljust(width)
+                 for cell, width, header in zip(line, widths, headers)]
+        out.append("   ".join(cells).rstrip())
+    return "\n".join(out) + "\n"
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """`1 case`, `2 cases`, `0 cases`."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"
+
+
+# ---------------------------------------------------------------- values
+
+def values_options(function: Callable) -> Callable:
+    """Helm's values flags; the command receives values_files, sets,
+    set_string, set_json and set_file (pass them to `user_values`)."""
+    for decorator in reversed((
+        click.option("-f", "--values", "values_files", multiple=True, metavar="FILE",
+                     help="A values file ('-' for standard input); repeat to merge, later files win."),
+        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                     help="A value in Helm's --set syntax; repeatable, applied after the files."),
+        click.option("--set-string", "set_string", multiple=True, metavar="KEY=VALUE",
+                     help="As --set, but every value stays a string."),
+        click.option("--set-json", "set_json", multiple=True, metavar="KEY=JSON",
+                     help="As --set, each value a JSON document (or a whole JSON object)."),
+        click.option("--set-file", "set_file", multiple=True, metavar="KEY=PATH",
+                     help="As --set, each value read from a file."),
+    )):
+        function = decorator(function)
+    return function
+
+
+def user_values(values_files: Sequence[str] = (), sets: Sequence[str] = (),
+                set_string: Sequence[str] = (), set_json: Sequence[str] = (),
+                set_file: Sequence[str] = (), inline: Sequence[dict] = ()) -> dict[str, Any]:
+    """The values of `values_options` merged in Helm's order (files, inline layers,
+    --set-json, --set, --set-string, --set-file); a RenderError as a CommandError."""
+    from cozyrender.render import RenderError, load_values
+
+    try:
+        return load_values(values_files, sets, inline, set_json=set_json, set_string=set_string,
+                           set_file=set_file, read=read_text)
+    except RenderError as err:
+        fail(str(err))
+
+
+# ---------------------------------------------------------------- help
+
+def examples(*lines: str) -> str:
+    """An `Examples:` epilog for `--help`, lines kept as written."""
+    body = "\n".join(f"  {line}" for line in lines)
+    return f"\b\nExamples:\n{body}"

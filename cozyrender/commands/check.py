@@ -1,7 +1,7 @@
 """`cozyrender check`: the GPU budget rules before a change merges.
 
-    cozyrender check --state PATH... --write FILE [-o text|json]   # one write
-    cozyrender check --state PATH... [-o text|json]                # audit
+    cozyrender check --state PATH... --write FILE [-o table|json|yaml]   # one write
+    cozyrender check --state PATH... [-o table|json|yaml]                # audit
 
 Exit 0 admitted (or a clean audit), 1 refused (or an audit with errors),
 2 bad input. A thin shell over `cozyrender.budgets`.
@@ -10,28 +10,34 @@ Exit 0 admitted (or a clean audit), 1 refused (or an audit with errors),
 from __future__ import annotations
 
 import gc
-import json
 import sys
 
 import click
 
-from cozyrender.commands import BadInput
+from cozyrender.commands import emit, examples, fail, load_state, plural, read_text, source_name
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 
 
 def _fail(message: str) -> None:
-    """Bad input: `error: message` on stderr, exit 2 (BadInput's code)."""
-    raise BadInput(message, label="error")
+    """Bad input: `cozyrender check: error: message` on stderr, exit 2."""
+    fail(message)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("check", context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(
+    "cozyrender check --state live.json --write vm.yaml",
+    "kubectl get tenants,vminstances,resourcequotas,pods,gpuclasses -A -o json | cozyrender check --state - --write vm.yaml",
+    "cozyrender check --state live.json gitops/ -o json     # audit the whole state"))
 @click.option("--state", "state_paths", multiple=True, metavar="PATH",
-              help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests); repeatable.")
+              help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests), "
+                   "'-' for standard input; repeatable.")
 @click.argument("more_state", nargs=-1, metavar="[PATH]...")
 @click.option("--write", "write_files", metavar="FILE", multiple=True,
-              help="The object being written; an update when the state holds one of the same kind, namespace and name.")
-@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+              help="The object being written ('-' for standard input); an update when the state holds "
+                   "one of the same kind, namespace and name.")
+# `text` is the old name of `table`, still accepted.
+@click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml", "text"]), default="table",
+              show_default=True, help="table for people (wide: an audit's figures too), json or yaml for scripts.")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the state says.")
 def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_files: tuple[str, ...],
@@ -40,14 +46,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
     audit the whole state when no --write is given."""
     from cozyrender.budgets import ERROR, audit, check_write, index_state
     from cozyrender.kube.shape import ShapeError
-    from cozyrender.state import (
-        Objects,
-        StateError,
-        describe,
-        load_objects,
-        parse_documents,
-        read_text,
-    )
+    from cozyrender.state import Objects, StateError, describe, parse_documents
 
     paths = state_paths + more_state
     if not paths:
@@ -61,7 +60,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
     try:
         # A write that is also one of the state's files is checked against
         # everything else, not as an update of itself (issue 11 item 11).
-        objects = load_objects(paths, exclude=[write_file] if write_file else [])
+        objects = load_state(paths, exclude=[write_file] if write_file else [])
         # A short-lived process: move the loaded objects to the permanent
         # generation, so no later collection (during the audit or the check,
         # after indexing, which pauses the collector itself) scans them again;
@@ -72,9 +71,10 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
             findings = audit(state)
             _print_audit(findings, output)
             sys.exit(EXIT_REFUSED if any(f.severity == ERROR for f in findings) else EXIT_OK)
-        written = parse_documents(read_text(write_file), write_file)
+        written = parse_documents(read_text(write_file), source_name(write_file))
         if len(written) != 1:
-            raise StateError(f"{write_file}: holds {len(written)} objects; --write takes exactly one")
+            raise StateError(f"{source_name(write_file)}: holds {len(written)} objects; "
+                             "--write takes exactly one")
         decision = check_write(state, written[0], platform_vgpu=override)
     except (StateError, ShapeError) as err:
         _fail(describe(err, written, objects))
@@ -94,8 +94,8 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         note = (f"{', '.join(objects.excluded)} is also in --state: the state's copy is ignored "
                 "and the write is checked against the rest of the state")
         decision = Decision(decision.reasons, (note, *decision.warnings))
-    if output == "json":
-        click.echo(json.dumps(decision.as_dict(), indent=2))
+    if output in ("json", "yaml"):
+        emit(decision.as_dict(), output)
     else:
         click.echo("admitted" if decision.allowed else "refused")
         for reason in decision.reasons:
@@ -108,10 +108,12 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
 def _print_audit(findings: list, output: str) -> None:
     from cozyrender.budgets import ERROR
 
-    if output == "json":
-        click.echo(json.dumps([finding.as_dict() for finding in findings], indent=2))
+    if output in ("json", "yaml"):
+        emit([finding.as_dict() for finding in findings], output)
         return
     errors = sum(1 for f in findings if f.severity == ERROR)
     for finding in findings:
         click.echo(f"{finding.severity}: {finding.namespace}: {finding.field}: {finding.message}")
-    click.echo(f"{errors} error(s), {len(findings) - errors} warning(s)")
+        if output == "wide" and finding.numbers:
+            click.echo("  " + ", ".join(f"{key}={value}" for key, value in dict(finding.numbers).items()))
+    click.echo(f"{plural(errors, 'error')}, {plural(len(findings) - errors, 'warning')}")

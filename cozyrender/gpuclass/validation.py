@@ -30,8 +30,10 @@ from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEval
 from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, prune
 from cozyrender.kube.shape import join as join_path
 from cozyrender.kube.shape import mapping
+from cozyrender.resources import crd_path
 
-CRD_PATH = Path(__file__).resolve().parents[2] / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml"
+# The shipped CRD: the wheel's package data, or the checkout's file (cozyrender.resources).
+CRD_PATH = crd_path()
 
 # The API server's words when a type or enum failure keeps CEL from running.
 RULES_NOT_CHECKED = (
