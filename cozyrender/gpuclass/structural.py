@@ -51,70 +51,174 @@ class FieldError:
 
 
 # -- pruning -----------------------------------------------------------------
+# As the API server prunes (apiextensions-apiserver pkg/apiserver/schema/pruning,
+# v0.35.7), then coerces ObjectMeta (pkg/apiserver/schema/objectmeta):
+#
+# * a field the schema does not declare is dropped; under
+#   `x-kubernetes-preserve-unknown-fields` nothing is dropped at that level,
+#   but pruning continues inside the properties it does declare;
+# * a map value with no schema at all (items or additionalProperties absent
+#   below a pruning node, or `additionalProperties: true`) loses every field;
+# * at the resource root and at every `x-kubernetes-embedded-resource`,
+#   apiVersion, kind and metadata are kept whatever the schema says, and
+#   metadata keeps only ObjectMeta's fields (the API server decodes it as
+#   ObjectMeta; fields nested inside ObjectMeta's own fields are not checked
+#   here).
+
+_META_FIELDS = frozenset(_ROOT_FIELDS)
+
 
 def prune(obj: Mapping, schema: Mapping) -> tuple[dict, list[str]]:
-    """A copy of a custom resource without the fields its schema does not
-    declare, and the paths of the fields dropped. apiVersion, kind and
-    metadata always survive at the root; metadata keeps ObjectMeta's fields."""
-    pruned_paths: list[str] = []
-    result = _prune_value(copy.deepcopy(dict(obj)), schema, "", pruned_paths, root=True)
-    metadata = result.get("metadata")
-    if isinstance(metadata, dict):
-        for key in sorted(set(metadata) - OBJECT_META_FIELDS):
-            del metadata[key]
-            pruned_paths.append(join_path("metadata", key))
+    """A copy of a custom resource as the API server stores it: pruned, and
+    metadata reduced to ObjectMeta at the root and at embedded resources;
+    with the paths of the fields dropped."""
+    result, pruned_paths = prune_resource(obj, schema)
+    _coerce_metadata(result, {**schema, "x-kubernetes-embedded-resource": True}, "", pruned_paths)
     return result, sorted(pruned_paths)
 
 
-def _prune_value(value, schema: Mapping, path: str, pruned: list[str], root: bool = False):
-    if schema.get("x-kubernetes-preserve-unknown-fields"):
-        return value
-    if isinstance(value, dict):
-        properties = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        if isinstance(additional, Mapping):
-            for key in value:
-                value[key] = _prune_value(value[key], additional, join_path(path, key), pruned)
-            return value
-        properties = properties or {}
-        for key in list(value):
-            if root and key in _ROOT_FIELDS:
-                continue
-            if key not in properties:
-                del value[key]
-                pruned.append(join_path(path, key))
-            else:
-                value[key] = _prune_value(value[key], properties[key], join_path(path, key), pruned)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for index, item in enumerate(value):
-            value[index] = _prune_value(item, schema["items"], join_path(path, index), pruned)
+def prune_resource(obj: Mapping, schema: Mapping) -> tuple[dict, list[str]]:
+    """The pruning step alone on a copy of a resource root (upstream
+    PruneWithOptions with isResourceRoot): apiVersion, kind and metadata
+    are kept, metadata untouched."""
+    pruned_paths: list[str] = []
+    result = copy.deepcopy(dict(obj))
+    prune_value(result, {**schema, "x-kubernetes-embedded-resource": True}, pruned_paths)
+    return result, sorted(pruned_paths)
+
+
+def prune_value(value, schema: Mapping | None, pruned: list[str], path: str = ""):
+    """Prune `value` in place under `schema` (None: no schema), recording
+    the dropped paths; the upstream algorithm, with no root special case."""
+    _prune(value, schema, path, pruned)
     return value
 
 
-# -- defaulting ----------------------------------------------------------------
+def _additional(schema: Mapping) -> tuple[bool, Mapping | None]:
+    """(declared, schema): `additionalProperties` as a schema, or declared
+    without one (a boolean)."""
+    additional = schema.get("additionalProperties")
+    if additional is None:
+        return False, None
+    return True, additional if isinstance(additional, Mapping) else None
 
-def apply_defaults(obj: dict, schema: Mapping) -> dict:
-    """Fill absent properties that declare a `default`, in place, top down (a
-    default object is itself defaulted below), as the API server does on
-    every read and write."""
+
+def _prune(value, schema: Mapping | None, path: str, pruned: list[str]) -> None:
+    if schema is not None and schema.get("x-kubernetes-preserve-unknown-fields"):
+        _skip_prune(value, schema, path, pruned)
+        return
+    if isinstance(value, dict):
+        if schema is None:
+            for key in list(value):
+                pruned.append(join_path(path, key))
+                del value[key]
+            return
+        properties = schema.get("properties") or {}
+        has_additional, additional = _additional(schema)
+        embedded = schema.get("x-kubernetes-embedded-resource")
+        for key in list(value):
+            if embedded and key in _META_FIELDS:
+                continue
+            if key in properties:
+                _prune(value[key], properties[key], join_path(path, key), pruned)
+            elif has_additional:
+                _prune(value[key], additional, join_path(path, key), pruned)
+            else:
+                if key not in _META_FIELDS or path:
+                    pruned.append(join_path(path, key))
+                del value[key]
+    elif isinstance(value, list):
+        items = schema.get("items") if schema is not None else None
+        for index, item in enumerate(value):
+            _prune(item, items if isinstance(items, Mapping) else None, join_path(path, index), pruned)
+
+
+def _skip_prune(value, schema: Mapping | None, path: str, pruned: list[str]) -> None:
+    """Below preserve-unknown-fields: keep unknown fields, prune inside the
+    declared ones."""
+    if schema is None:
+        return
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        has_additional, additional = _additional(schema)
+        embedded = schema.get("x-kubernetes-embedded-resource")
+        for key in list(value):
+            if embedded and key in _META_FIELDS:
+                continue
+            if key in properties:
+                _prune(value[key], properties[key], join_path(path, key), pruned)
+            elif has_additional:
+                _prune(value[key], additional, join_path(path, key), pruned)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        for index, item in enumerate(value):
+            _skip_prune(item, items if isinstance(items, Mapping) else None, join_path(path, index), pruned)
+
+
+def _coerce_metadata(value, schema: Mapping | None, path: str, pruned: list[str]) -> None:
+    """At each embedded resource, metadata keeps only ObjectMeta's fields."""
+    if schema is None:
+        return
+    if isinstance(value, dict):
+        if schema.get("x-kubernetes-embedded-resource") and isinstance(value.get("metadata"), dict):
+            metadata = value["metadata"]
+            for key in sorted(set(metadata) - OBJECT_META_FIELDS):
+                del metadata[key]
+                pruned.append(join_path(join_path(path, "metadata"), key))
+        properties = schema.get("properties") or {}
+        _, additional = _additional(schema)
+        for key, child in value.items():
+            sub = properties.get(key, additional)
+            _coerce_metadata(child, sub if isinstance(sub, Mapping) else None, join_path(path, key), pruned)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        for index, item in enumerate(value):
+            _coerce_metadata(item, items if isinstance(items, Mapping) else None, join_path(path, index), pruned)
+
+
+# -- defaulting ----------------------------------------------------------------
+# As the API server defaults (pkg/apiserver/schema/defaulting, v0.35.7): an
+# absent property with a `default` gets it, and so does one that is null
+# while the property is not nullable; a null map value or list item that is
+# not nullable takes the value schema's default (null when it has none);
+# then every value is defaulted below, top down (a default object is itself
+# defaulted).
+
+def apply_defaults(obj, schema: Mapping | None):
+    """Default `obj` in place under `schema` and return it."""
     _default_value(obj, schema)
     return obj
 
 
-def _default_value(value, schema: Mapping) -> None:
+def _non_nullable_null(value, schema: Mapping | None) -> bool:
+    return value is None and schema is not None and not schema.get("nullable")
+
+
+def _default_value(value, schema: Mapping | None) -> None:
+    if schema is None:
+        return
     if isinstance(value, dict):
-        for key, sub in (schema.get("properties") or {}).items():
-            if key not in value and "default" in sub:
+        properties = schema.get("properties") or {}
+        for key, sub in properties.items():
+            if sub.get("default") is None:
+                continue
+            if key not in value or _non_nullable_null(value[key], sub):
                 value[key] = copy.deepcopy(sub["default"])
-            if key in value:
-                _default_value(value[key], sub)
-        additional = schema.get("additionalProperties")
-        if isinstance(additional, Mapping):
-            for item in value.values():
-                _default_value(item, additional)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for item in value:
-            _default_value(item, schema["items"])
+        has_additional, additional = _additional(schema)
+        for key in list(value):
+            if key in properties:
+                _default_value(value[key], properties[key])
+            elif has_additional:
+                if _non_nullable_null(value[key], additional):
+                    value[key] = copy.deepcopy(additional.get("default"))
+                _default_value(value[key], additional)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        items = items if isinstance(items, Mapping) else None
+        for index in range(len(value)):
+            if _non_nullable_null(value[index], items):
+                value[index] = copy.deepcopy(items.get("default"))
+            _default_value(value[index], items)
 
 
 # -- schema validation -----------------------------------------------------------
