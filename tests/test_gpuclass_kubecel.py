@@ -57,3 +57,94 @@ def test_old_self_is_bound_only_when_given():
     assert rule.holds("a", "a") and not rule.holds("a", "b")
     with pytest.raises(RuleEvaluationError):
         rule.holds("a")
+
+
+# -- self typed from the schema, as the API server types it ------------------------------
+
+from cozyrender.gpuclass.kubecel import type_check  # noqa: E402
+from cozyrender.gpuclass.kubecel_types import decl_type, escape  # noqa: E402
+
+_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "spec": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "properties": {
+                "replicas": {"type": "integer"},
+                "ratio": {"type": "number"},
+                "enabled": {"type": "boolean"},
+                "size": {"x-kubernetes-int-or-string": True, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "ports": {"type": "array", "items": {"type": "object", "properties": {"port": {"type": "integer"}}}},
+                "matrix": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+                "created": {"type": "string", "format": "date-time"},
+                "timeout": {"type": "string", "format": "duration"},
+                "blob": {"type": "string", "format": "byte"},
+                "x-dashed": {"type": "string"},
+                "namespace": {"type": "string"},
+                "template": {"type": "object", "x-kubernetes-embedded-resource": True,
+                             "properties": {"spec": {"type": "object", "properties": {"image": {"type": "string"}}}}},
+            },
+        },
+    },
+}
+
+
+@pytest.mark.parametrize("rule", [
+    "self.spec.replicas > 0 && self.spec.ratio < 1.5 && self.spec.enabled",
+    "type(self.spec.size) == int ? self.spec.size > 0 : self.spec.size.endsWith('%')",  # int-or-string is dyn
+    "self.spec.labels.all(k, self.spec.labels[k].size() < 64)",
+    "self.spec.ports.all(p, p.port > 0 && p.port < 65536)",
+    "self.spec.matrix.size() < 3",
+    "self.spec.created < timestamp('2030-01-01T00:00:00Z') && self.spec.timeout < duration('1h')",
+    "size(self.spec.blob) < 1024",
+    "self.spec.x__dash__dashed != '' && self.spec.__namespace__ != ''",  # escaped property names
+    "self.spec.template.kind == 'Pod' && self.spec.template.metadata.name != '' && self.spec.template.spec.image != ''",
+    "self.metadata.name != '' && self.apiVersion != '' && self.kind != ''",  # the resource root
+    "self.spec.?replicas.orValue(1) > 0",  # optional types
+])
+def test_typed_rules_compile(rule):
+    type_check(rule, _SCHEMA, resource_root=True)
+
+
+@pytest.mark.parametrize("rule,reason", [
+    ("self.spec.unknown == 1", "undefined field"),  # preserve-unknown-fields does not type unknown fields
+    ("self.spec.replicas == 'one'", "no matching overload"),
+    ("self.spec.labels['a'] > 1", "no matching overload"),
+    ("self.spec.ports[0].port.startsWith('8')", "no matching overload"),
+    ("self.spec.created == 'yesterday'", "no matching overload"),
+    ("self.metadata.labels['a'] == 'b'", "undefined field"),  # root metadata: name and generateName only
+    ("self.spec.template.metadata.namespace == 'x'", "undefined field"),
+    ("self.spec.replicas", "must evaluate to a bool"),
+])
+def test_typed_rules_the_api_server_refuses(rule, reason):
+    with pytest.raises(RuleCompileError, match=reason):
+        type_check(rule, _SCHEMA, resource_root=True)
+
+
+def test_property_names_are_escaped_as_the_api_server_escapes_them():
+    assert escape("foo-bar") == "foo__dash__bar"
+    assert escape("a.b/c") == "a__dot__b__slash__c"
+    assert escape("a__b") == "a__underscores__b"
+    assert escape("namespace") == "__namespace__" and escape("if") == "__if__"
+    assert escape("1abc") is None and escape("a b") is None and escape("") is None
+
+
+def test_untyped_schema_nodes_are_not_accessible():
+    assert decl_type({"description": "no type"}) is None
+    assert decl_type({"type": "array"}) is None  # no items
+    root = decl_type({"type": "object", "properties": {"free": {"x-kubernetes-preserve-unknown-fields": True}}},
+                     resource_root=True)
+    assert "free" not in dict(root.fields)
+
+
+def test_property_names_whose_protobuf_spellings_collide_still_type():
+    schema = {"type": "object", "properties": {
+        "a_b": {"type": "object", "additionalProperties": {"type": "string"}},
+        "aB": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "x-y": {"type": "object", "additionalProperties": {"type": "boolean"}},
+    }}
+    type_check("self.a_b['k'] == 'v' && self.aB['k'] == 1 && self.x__dash__y['k']", schema)
+    with pytest.raises(RuleCompileError, match="no matching overload"):
+        type_check("self.aB['k'] == 'v'", schema)

@@ -101,7 +101,16 @@ class TypedScope:
     def env(self, declaration: DeclType | None) -> cel.Env:
         key = repr(declaration)
         if key not in self._envs:
-            self._envs[key] = _new_env(self.registry, self.registry.cel_type(declaration))
+            env = _new_env(self.registry, self.registry.cel_type(declaration))
+            if declaration is not None and declaration.kind == "object" and declaration.fields:
+                # cel-cpp drops a message type it cannot load without saying
+                # so; then every field access fails. Say it plainly instead.
+                try:
+                    env.compile(f"has(self.{declaration.fields[0][0]})")
+                except RuntimeError as err:
+                    raise RuleCompileError(
+                        f"the schema's object type could not be declared offline: {_first_line(err)}") from None
+            self._envs[key] = env
         return self._envs[key]
 
 

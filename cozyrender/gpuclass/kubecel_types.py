@@ -54,6 +54,19 @@ _SCALARS = {
 _WELL_KNOWN = (struct_pb2, timestamp_pb2, duration_pb2)
 
 
+def _map_entry_name(field: str) -> str:
+    """protoc's name for a map field's entry message (`x__dash__y` ->
+    `XDashYEntry`): descriptors that name it otherwise are invalid."""
+    out, upper = [], True
+    for char in field:
+        if char == "_":
+            upper = True
+        else:
+            out.append(char.upper() if upper else char)
+            upper = False
+    return "".join(out) + "Entry"
+
+
 def escape(name: str) -> str | None:
     """A property name as a CEL identifier (apiserver cel.Escape), or None."""
     if name in _CEL_RESERVED:
@@ -131,7 +144,8 @@ class TypeRegistry:
 
     def __init__(self, roots: list[DeclType]) -> None:
         self._file = descriptor_pb2.FileDescriptorProto(
-            name="cozyrender/crd_types.proto", package=self.PACKAGE, syntax="proto3",
+            # proto2: proto3 refuses fields whose derived JSON names collide (`a_b`, `aB`).
+            name="cozyrender/crd_types.proto", package=self.PACKAGE, syntax="proto2",
             dependency=[m.DESCRIPTOR.name for m in _WELL_KNOWN])
         self._declared: set[str] = set()
         for root in roots:
@@ -167,8 +181,10 @@ class TypeRegistry:
             label, decl = _FIELD.LABEL_REPEATED, decl.element
             if decl.kind in ("list", "map"):
                 decl = DeclType("dyn")
+        elif decl.kind == "map" and any(n.name == _map_entry_name(name) for n in message.nested_type):
+            decl = DeclType("dyn")  # two map fields whose entry names collide: the second is dyn
         elif decl.kind == "map":
-            entry = message.nested_type.add(name=f"{name[0].upper()}{name[1:]}Entry_{number}")
+            entry = message.nested_type.add(name=_map_entry_name(name))
             entry.options.map_entry = True
             entry.field.add(name="key", number=1, label=_FIELD.LABEL_OPTIONAL, type=_FIELD.TYPE_STRING)
             value = decl.element if decl.element.kind not in ("list", "map") else DeclType("dyn")
@@ -176,10 +192,11 @@ class TypeRegistry:
             entry.field.add(name="value", number=2, label=_FIELD.LABEL_OPTIONAL, type=kind,
                             **({"type_name": type_name} if type_name else {}))
             message.field.add(name=name, number=number, label=_FIELD.LABEL_REPEATED, type=_FIELD.TYPE_MESSAGE,
-                              type_name=f".{self.PACKAGE}.{message.name}.{entry.name}")
+                              json_name=name, type_name=f".{self.PACKAGE}.{message.name}.{entry.name}")
             return
         kind, type_name = self._proto_type(decl)
-        message.field.add(name=name, number=number, label=label, type=kind,
+        # json_name spelled out: protobuf's derived ones collide for `a_b` and `aB`.
+        message.field.add(name=name, number=number, label=label, type=kind, json_name=name,
                           **({"type_name": type_name} if type_name else {}))
 
     def _proto_type(self, decl: DeclType) -> tuple[int, str | None]:
