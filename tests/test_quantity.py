@@ -66,6 +66,7 @@ from cozyrender.kube.quantity import (  # noqa: E402
     ("1000E", Fraction(10**21)),          # decimal values are not capped
     (".", Fraction(0)),
     ("k", Fraction(0)),                   # an empty number part reads as 0
+    ("Ki", Fraction(0)),                  # (on Kubernetes' int64 fast path)
     ("1e4294967296", Fraction(1)),        # the exponent is truncated to 32 bits
     ("1e2147483648", Fraction(1, 10**9)),  # ... to -2**31, then rounded up to 1n
 ])
@@ -73,7 +74,8 @@ def test_kubernetes_reading(text, value):
     assert parse(text).to_fraction() == value
 
 
-@pytest.mark.parametrize("text", [" 1", "1 ", "\t1", "1e99999999999999999999", "1e", "1.1.1", "--1", "1Ki1"])
+@pytest.mark.parametrize("text", [" 1", "1 ", "\t1", "1e99999999999999999999", "1e", "1.1.1", "--1", "1Ki1",
+                                  "Pi", "Ei"])  # no digits on the general path: Kubernetes' numeric error
 def test_parse_quantity_strict(text):
     assert not is_quantity(text)
 
@@ -117,7 +119,9 @@ def test_value_is_the_exact_number_rounded_up_to_the_nanounit(text):
     try:
         q = parse(text)
     except InvalidQuantity:
-        assert text == ""  # everything else this grammar makes is a quantity (even "+" and "k": 0)
+        # Only texts with no digit at all fail here: "" and, where Kubernetes takes its
+        # general path (no int64 fast path), a bare "Pi"/"Ei"; "k", "Ki" and "+" read as 0.
+        assert not any(c.isdigit() for c in text)
         return
     body = text.lstrip("+-")
     negative = text.startswith("-")
@@ -152,3 +156,47 @@ def test_any_text_is_a_quantity_or_invalid(text):
         decoded(text)
     except InvalidQuantity:
         pass
+
+
+# -- invariants of the bounded representation ----------------------------------------------
+
+from cozyrender.kube.quantity import BINARY_SI, DECIMAL_EXPONENT, DECIMAL_SI, Quantity  # noqa: E402
+
+_COEFFICIENTS = st.integers(-(10**30), 10**30)
+_FORMATS = st.sampled_from([DECIMAL_SI, BINARY_SI, DECIMAL_EXPONENT])
+
+
+@given(_COEFFICIENTS, st.integers(-9, 40), _COEFFICIENTS, st.integers(-9, 40))
+def test_cmp_and_add_agree_with_exact_fractions(a, ea, b, eb):
+    x, y = Quantity(a, ea), Quantity(b, eb)
+    fx, fy = Fraction(a) * Fraction(10) ** ea, Fraction(b) * Fraction(10) ** eb
+    assert x.cmp(y) == (fx > fy) - (fx < fy)
+    assert (x == y) == (fx == fy)
+    assert x.add(y).to_fraction() == fx + fy
+    assert x.sub(y).to_fraction() == fx - fy
+
+
+@given(_COEFFICIENTS, st.integers(-9, 3 * 10**9), _FORMATS)
+def test_canonical_form_parses_back_and_stays_small(coefficient, exponent, fmt):
+    """Whatever the exponent, the written form is short (no expansion) and
+    parses back to the same value (binary values within Kubernetes' cap)."""
+    q = Quantity(coefficient, exponent, fmt)
+    if fmt == BINARY_SI and q.cmp(Quantity(2**63 - 1, 0)) > 0:
+        fmt = DECIMAL_SI
+        q = Quantity(coefficient, exponent, fmt)
+    text = q.canonical()
+    assert len(text) <= max(len(str(coefficient)) + len(str(exponent)) + 8, 24)  # binary: <= int64 digits
+    if exponent <= 2**31 - 1 - 40:  # exponents the 32-bit reading keeps
+        assert parse(text) == q
+
+
+@given(st.integers(1, 10**6), st.integers(10**4, 2**31 - 1))  # beyond, Kubernetes wraps to 32 bits
+def test_an_attacker_s_exponent_costs_nothing(coefficient, exponent):
+    text = f"{coefficient}e{exponent}"
+    q = parse(text)
+    assert q.cmp(parse("1e9999")) == 1
+    assert len(q.canonical()) <= len(text) + 4
+    with pytest.raises(QuantityTooLarge):
+        q.to_fraction()
+    with pytest.raises(QuantityTooLarge):
+        q.add(parse("1"))
