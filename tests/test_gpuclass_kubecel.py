@@ -148,3 +148,49 @@ def test_property_names_whose_protobuf_spellings_collide_still_type():
     type_check("self.a_b['k'] == 'v' && self.aB['k'] == 1 && self.x__dash__y['k']", schema)
     with pytest.raises(RuleCompileError, match="no matching overload"):
         type_check("self.aB['k'] == 'v'", schema)
+
+
+# -- Kubernetes' lists library ---------------------------------------------------------------
+
+from cozyrender.gpuclass.kubecel import Expression  # noqa: E402
+
+
+@pytest.mark.parametrize("expression,value", [
+    ("[1, 2, 2, 3].isSorted()", True),
+    ("['b', 'a'].isSorted()", False),
+    ("[1.5, 0.5].isSorted()", False),
+    ("[3, 1, 2].max()", 3),
+    ("['b', 'c', 'a'].min()", "a"),
+    ("[0.5, 2.5].max() + 1.0", 3.5),   # typed: max of list(double) is a double
+    ("[1, 2, 3].sum() + 1", 7),        # typed: sum of list(int) is an int
+    ("[1.5, 2.0].sum()", 3.5),
+    ("[1, 2, 1].indexOf(1) == 0 && [1, 2, 1].lastIndexOf(1) == 2 && ['a'].indexOf('b') == -1", True),
+    ("'abc'.indexOf('c') == 2 && ['abc'].indexOf('abc') == 0", True),  # strings and lists share the names
+])
+def test_lists_library(expression, value):
+    assert Expression(expression).evaluate() == value
+
+
+@pytest.mark.parametrize("expression", [
+    "[true, false].sum()",      # bool is not summable
+    "[[1]].isSorted()",         # lists are not comparable
+    "[1].indexOf('a')",         # element and needle types differ
+    "[1, 2].max() == 'a'",      # max of list(int) is an int
+])
+def test_lists_library_refuses_what_the_api_server_refuses(expression):
+    with pytest.raises(RuleCompileError):
+        Expression(expression)
+
+
+@pytest.mark.parametrize("expression,error", [
+    ("[].max()", "max called on empty list"),
+    ("[9223372036854775807, 1].sum()", "integer overflow"),
+])
+def test_lists_library_run_time_errors(expression, error):
+    with pytest.raises(RuleEvaluationError, match=error):
+        Expression(expression).evaluate()
+
+
+def test_lists_library_on_dyn_values():
+    rule = CompiledRule("self.sum() == 6 && self.isSorted() && self.max() == 3")
+    assert rule.holds([1, 2, 3]) and not rule.holds([3, 2, 1])

@@ -11,13 +11,14 @@ server's overload ids and function/member forms:
 * CEL's standard library (cel-cpp's);
 * the strings extension at version 2 (`kubecel_strings`, no `reverse`);
 * Kubernetes' quantity library (`kubecel_quantity`; `sign` is global);
+* Kubernetes' lists library (`kubecel_lists`: `isSorted`, `sum`, `min`,
+  `max`, list `indexOf`/`lastIndexOf`; the last two for scalar elements);
 * optional types (`cel.OptionalTypes()`: `self.?field`, `.orValue()`).
 
 Declared by the API server but NOT registered here, so a rule using them
 fails the offline check (a false refusal, never a false admission):
-Kubernetes' URLs, Regex (`find`, `findAll`), Lists (`isSorted`, `sum`,
-`min`, `max`, list `indexOf`), Authz, AuthzSelectors, IP, CIDR, Format and
-Semver libraries, and cel-go's Sets, TwoVarComprehensions and Lists v3
+Kubernetes' URLs, Regex (`find`, `findAll`), Authz, AuthzSelectors, IP,
+CIDR, Format and Semver libraries, and cel-go's Sets, TwoVarComprehensions and Lists v3
 extensions. Not reproduced either: cross-type numeric comparisons
 (`1 < 1.5` compiles on the API server, not here: cel-expr-python lets no
 library add overloads to `_<_`), homogeneous aggregate literals (the API
@@ -44,15 +45,15 @@ from functools import cache
 from cel_expr_python import cel
 from cel_expr_python.ext.ext_optional import ExtOptional
 
-from cozyrender.gpuclass import kubecel_quantity, kubecel_strings
+from cozyrender.gpuclass import kubecel_lists, kubecel_quantity, kubecel_strings
 from cozyrender.gpuclass.kubecel_types import DeclType, TypeRegistry, decl_type
 
 SELF = "self"
 OLD_SELF = "oldSelf"
 
-REGISTERED_LIBRARIES = ("standard", "strings v2", "kubernetes.quantity", "optional types")
+REGISTERED_LIBRARIES = ("standard", "strings v2", "kubernetes.quantity", "kubernetes.lists", "optional types")
 NOT_REGISTERED_LIBRARIES = (
-    "kubernetes.urls", "kubernetes.regex", "kubernetes.lists", "kubernetes.authz",
+    "kubernetes.urls", "kubernetes.regex", "kubernetes.authz",
     "kubernetes.authzSelectors", "kubernetes.net.ip", "kubernetes.net.cidr", "kubernetes.format",
     "kubernetes.Semver", "cel.lib.ext.sets", "two-variable comprehensions", "cel.lib.ext.lists v3",
 )
@@ -67,7 +68,20 @@ class RuleEvaluationError(ValueError):
 
 
 def _functions(registry: TypeRegistry) -> list[cel.FunctionDecl]:
-    return kubecel_quantity.functions(registry.quantity_class) + kubecel_strings.functions()
+    """Every library's overloads, merged by function name (the strings
+    extension and the lists library both declare indexOf/lastIndexOf)."""
+    merged: dict[str, list[tuple]] = {}
+    for library in (kubecel_quantity.overloads(registry.quantity_class), kubecel_strings.overloads(),
+                    kubecel_lists.overloads()):
+        for name, overloads in library.items():
+            merged.setdefault(name, []).extend(overloads)
+    return [
+        cel.FunctionDecl(name, [
+            cel.Overload(oid, ret, params, is_member=member, **({"impl": impl} if impl is not None else {}))
+            for oid, ret, params, member, impl in overloads
+        ])
+        for name, overloads in merged.items()
+    ]
 
 
 def _new_env(registry: TypeRegistry, self_type: cel.Type) -> cel.Env:

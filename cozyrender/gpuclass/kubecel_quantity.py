@@ -53,8 +53,9 @@ def add_message(file: descriptor_pb2.FileDescriptorProto) -> None:
                       type=descriptor_pb2.FieldDescriptorProto.TYPE_INT64)
 
 
-def functions(message_class: type | None) -> list[cel.FunctionDecl]:
-    """The library's declarations, bound to `message_class` (the
+def overloads(message_class: type | None) -> dict[str, list[tuple]]:
+    """The library's declarations (name -> [(overload id, return type,
+    parameters, is_member, impl)]), bound to `message_class` (the
     `kubernetes.Quantity` class of the environment's descriptor pool; None
     for an environment that only type-checks)."""
     Q, T = cel.Type(TYPE_NAME), cel.Type
@@ -98,13 +99,10 @@ def functions(message_class: type | None) -> list[cel.FunctionDecl]:
                 raise ValueError(str(err)) from None
         return run
 
-    def fn(name: str, *overloads: tuple) -> cel.FunctionDecl:
-        return cel.FunctionDecl(name, [
-            cel.Overload(oid, ret, params, is_member=member, impl=impl)
-            for oid, ret, params, member, impl in overloads
-        ])
+    def fn(name: str, *overloads: tuple) -> tuple[str, list[tuple]]:
+        return name, list(overloads)
 
-    return [
+    return dict([
         fn("quantity", ("string_to_quantity", Q, [T.STRING], False, to_quantity)),
         fn("isQuantity", ("is_quantity_string", T.BOOL, [T.STRING], False, q.is_quantity)),
         fn("sign", ("quantity_sign", T.INT, [Q], False, lambda a: unwrap(a).sign())),
@@ -122,4 +120,4 @@ def functions(message_class: type | None) -> list[cel.FunctionDecl]:
            ("quantity_add_int", Q, [Q, T.INT], True, arithmetic("add"))),
         fn("sub", ("quantity_sub", Q, [Q, Q], True, arithmetic("sub")),
            ("quantity_sub_int", Q, [Q, T.INT], True, arithmetic("sub"))),
-    ]
+    ])

@@ -126,33 +126,27 @@ def format_(template: str, args: list) -> str:
     return result.value()
 
 
-def functions() -> list[cel.FunctionDecl]:
+def overloads() -> dict[str, list[tuple]]:
+    """name -> [(overload id, return type, parameters, is_member, impl)]."""
     S, I, T = cel.Type.STRING, cel.Type.INT, cel.Type
     strings = T.List(S)
-
-    def fn(name: str, *overloads: tuple) -> cel.FunctionDecl:
-        return cel.FunctionDecl(name, [
-            cel.Overload(oid, ret, params, is_member=member, impl=impl)
-            for oid, ret, params, member, impl in overloads
-        ])
-
-    return [
-        fn("charAt", ("string_char_at_int", S, [S, I], True, char_at)),
-        fn("indexOf", ("string_index_of_string", I, [S, S], True, index_of),
-           ("string_index_of_string_int", I, [S, S, I], True, index_of)),
-        fn("lastIndexOf", ("string_last_index_of_string", I, [S, S], True, last_index_of),
-           ("string_last_index_of_string_int", I, [S, S, I], True, last_index_of)),
-        fn("lowerAscii", ("string_lower_ascii", S, [S], True, lambda s: _ascii(s, False))),
-        fn("upperAscii", ("string_upper_ascii", S, [S], True, lambda s: _ascii(s, True))),
-        fn("replace", ("string_replace_string_string", S, [S, S, S], True, replace),
-           ("string_replace_string_string_int", S, [S, S, S, I], True, replace)),
-        fn("split", ("string_split_string", strings, [S, S], True, split),
-           ("string_split_string_int", strings, [S, S, I], True, split)),
-        fn("substring", ("string_substring_int", S, [S, I], True, substring),
-           ("string_substring_int_int", S, [S, I, I], True, substring)),
-        fn("trim", ("string_trim", S, [S], True, lambda s: s.strip(_GO_SPACE))),
-        fn("join", ("list_join", S, [strings], True, join),
-           ("list_join_string", S, [strings, S], True, join)),
-        fn("format", ("string_format", S, [S, T.List(T.DYN)], True, format_)),
-        fn("strings.quote", ("strings_quote", S, [S], False, quote)),
-    ]
+    return {
+        "charAt": [("string_char_at_int", S, [S, I], True, char_at)],
+        "indexOf": [("string_index_of_string", I, [S, S], True, index_of),
+                    ("string_index_of_string_int", I, [S, S, I], True, index_of)],
+        "lastIndexOf": [("string_last_index_of_string", I, [S, S], True, last_index_of),
+                        ("string_last_index_of_string_int", I, [S, S, I], True, last_index_of)],
+        "lowerAscii": [("string_lower_ascii", S, [S], True, lambda s: _ascii(s, False))],
+        "upperAscii": [("string_upper_ascii", S, [S], True, lambda s: _ascii(s, True))],
+        "replace": [("string_replace_string_string", S, [S, S, S], True, replace),
+                    ("string_replace_string_string_int", S, [S, S, S, I], True, replace)],
+        "split": [("string_split_string", strings, [S, S], True, split),
+                  ("string_split_string_int", strings, [S, S, I], True, split)],
+        "substring": [("string_substring_int", S, [S, I], True, substring),
+                      ("string_substring_int_int", S, [S, I, I], True, substring)],
+        "trim": [("string_trim", S, [S], True, lambda s: s.strip(_GO_SPACE))],
+        "join": [("list_join", S, [strings], True, join),
+                 ("list_join_string", S, [strings, S], True, join)],
+        "format": [("string_format", S, [S, T.List(T.DYN)], True, format_)],
+        "strings.quote": [("strings_quote", S, [S], False, quote)],
+    }

@@ -159,6 +159,10 @@ class TypeRegistry:
             name="cozyrender/kubernetes_quantity.proto", package="kubernetes", syntax="proto3")
         kubecel_quantity.add_message(quantity_file)
         self.pool.Add(quantity_file)
+        never_file = descriptor_pb2.FileDescriptorProto(
+            name="cozyrender/never.proto", package="cozyrender", syntax="proto3")
+        never_file.message_type.add(name="Never")
+        self.pool.Add(never_file)
         self.pool.Add(self._file)
         self.quantity_class = message_factory.GetMessageClass(
             self.pool.FindMessageTypeByName(kubecel_quantity.TYPE_NAME))
