@@ -194,3 +194,21 @@ def test_lists_library_run_time_errors(expression, error):
 def test_lists_library_on_dyn_values():
     rule = CompiledRule("self.sum() == 6 && self.isSorted() && self.max() == 3")
     assert rule.holds([1, 2, 3]) and not rule.holds([3, 2, 1])
+
+
+@pytest.mark.parametrize("expression,value", [
+    ("sets.contains([1, 2, 3], [3, 1])", True),
+    ("sets.contains([1, 2], [3])", False),
+    ("sets.contains([1], [])", True),
+    ("sets.equivalent([1, 1, 2], [2, 1])", True),
+    ("sets.equivalent(['a'], ['a', 'b'])", False),
+    ("sets.intersects(['a'], ['b', 'a'])", True),
+    ("sets.intersects([true], [false])", False),
+])
+def test_sets_extension(expression, value):
+    assert Expression(expression).evaluate() is value
+
+
+def test_sets_extension_is_typed():
+    with pytest.raises(RuleCompileError):
+        Expression("sets.contains([1], ['a'])")

@@ -13,12 +13,14 @@ server's overload ids and function/member forms:
 * Kubernetes' quantity library (`kubecel_quantity`; `sign` is global);
 * Kubernetes' lists library (`kubecel_lists`: `isSorted`, `sum`, `min`,
   `max`, list `indexOf`/`lastIndexOf`; the last two for scalar elements);
+* cel-go's sets extension (`sets.contains`, `sets.equivalent`,
+  `sets.intersects`; for lists of scalars);
 * optional types (`cel.OptionalTypes()`: `self.?field`, `.orValue()`).
 
 Declared by the API server but NOT registered here, so a rule using them
 fails the offline check (a false refusal, never a false admission):
 Kubernetes' URLs, Regex (`find`, `findAll`), Authz, AuthzSelectors, IP,
-CIDR, Format and Semver libraries, and cel-go's Sets, TwoVarComprehensions and Lists v3
+CIDR, Format and Semver libraries, and cel-go's TwoVarComprehensions and Lists v3
 extensions. Not reproduced either: cross-type numeric comparisons
 (`1 < 1.5` compiles on the API server, not here: cel-expr-python lets no
 library add overloads to `_<_`), homogeneous aggregate literals (the API
@@ -51,11 +53,12 @@ from cozyrender.gpuclass.kubecel_types import DeclType, TypeRegistry, decl_type
 SELF = "self"
 OLD_SELF = "oldSelf"
 
-REGISTERED_LIBRARIES = ("standard", "strings v2", "kubernetes.quantity", "kubernetes.lists", "optional types")
+REGISTERED_LIBRARIES = ("standard", "strings v2", "kubernetes.quantity", "kubernetes.lists", "cel.lib.ext.sets",
+                        "optional types")
 NOT_REGISTERED_LIBRARIES = (
     "kubernetes.urls", "kubernetes.regex", "kubernetes.authz",
     "kubernetes.authzSelectors", "kubernetes.net.ip", "kubernetes.net.cidr", "kubernetes.format",
-    "kubernetes.Semver", "cel.lib.ext.sets", "two-variable comprehensions", "cel.lib.ext.lists v3",
+    "kubernetes.Semver", "two-variable comprehensions", "cel.lib.ext.lists v3",
 )
 
 
@@ -72,7 +75,7 @@ def _functions(registry: TypeRegistry) -> list[cel.FunctionDecl]:
     extension and the lists library both declare indexOf/lastIndexOf)."""
     merged: dict[str, list[tuple]] = {}
     for library in (kubecel_quantity.overloads(registry.quantity_class), kubecel_strings.overloads(),
-                    kubecel_lists.overloads()):
+                    kubecel_lists.overloads(), kubecel_lists.sets_overloads()):
         for name, overloads in library.items():
             merged.setdefault(name, []).extend(overloads)
     return [

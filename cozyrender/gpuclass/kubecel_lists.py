@@ -120,3 +120,38 @@ def overloads() -> dict[str, list[tuple]]:
         "lastIndexOf": [(f"list_{n}_last_index_of_int", T.INT, [T.List(t), t], True, last_index_of)
                         for n, t in comparable],
     }
+
+
+# -- cel-go's sets extension (ext.Sets, cel-go v0.26.0) ---------------------------------------
+# sets.contains(list(T), list(T)): every element of the second is in the first;
+# sets.equivalent: each contains the other; sets.intersects: one element in common.
+# cel-go declares them for any T; here T is a scalar type (as for indexOf above).
+
+def sets_contains(items, sub) -> bool:
+    items = list(items)
+    return all(any(_equal(value, wanted) for value in items) for wanted in sub)
+
+
+def sets_equivalent(a, b) -> bool:
+    return sets_contains(a, b) and sets_contains(b, a)
+
+
+def sets_intersects(a, b) -> bool:
+    b = list(b)
+    return any(any(_equal(value, other) for other in b) for value in a)
+
+
+def sets_overloads() -> dict[str, list[tuple]]:
+    T = cel.Type
+    comparable, _ = _types()
+
+    def declared(function: str, oid: str, impl) -> list[tuple]:
+        # (list, list) at run time whatever T is: the first overload carries the implementation.
+        return [(f"{oid}_{name}", T.BOOL, [T.List(t), T.List(t)], False, impl if i == 0 else None)
+                for i, (name, t) in enumerate(comparable)]
+
+    return {
+        "sets.contains": declared("sets.contains", "list_sets_contains_list", sets_contains),
+        "sets.equivalent": declared("sets.equivalent", "list_sets_equivalent_list", sets_equivalent),
+        "sets.intersects": declared("sets.intersects", "list_sets_intersects_list", sets_intersects),
+    }
