@@ -212,3 +212,20 @@ def test_sets_extension(expression, value):
 def test_sets_extension_is_typed():
     with pytest.raises(RuleCompileError):
         Expression("sets.contains([1], ['a'])")
+
+
+@pytest.mark.parametrize("expression,value", [
+    ("isIP('10.0.0.1') && isIP('2001:db8::1') && isIP('::1.2.3.4')", True),
+    ("isIP('010.0.0.1')", False),            # Go's netip: no leading zeros
+    ("isIP('::ffff:10.0.0.1')", False),      # Kubernetes: no IPv4-mapped IPv6
+    ("isIP('fe80::1%eth0')", False),         # Kubernetes: no zones
+    ("isIP(' 10.0.0.1')", False),
+    ("ip.isCanonical('2001:db8::1') && !ip.isCanonical('2001:0db8::1')", True),
+    ("ip('10.1.2.3').isGlobalUnicast() && !ip('255.255.255.255').isGlobalUnicast()", True),
+    ("isCIDR('10.0.0.0/8') && !isCIDR('10.0.0.0/08') && !isCIDR('10.0.0.0/33') && !isCIDR('10.0.0.0')", True),
+    ("!isCIDR('10.0.0.0/255.0.0.0') && !isCIDR('fe80::/10%eth0')", True),
+    ("cidr('10.0.0.0/8').containsCIDR('10.0.0.0/8') && !cidr('10.0.0.0/16').containsCIDR('10.0.0.0/8')", True),
+    ("!cidr('10.0.0.0/8').containsIP('::1')", True),  # families differ
+])
+def test_ip_and_cidr_parsing(expression, value):
+    assert Expression(expression).evaluate() is value

@@ -62,3 +62,39 @@ def test_strings_version_2(row):
     else:
         with pytest.raises(RuleCompileError, match="undeclared reference"):
             Expression(row["expr"])
+
+
+NET = load("apiserver_cel_net.yaml")
+
+
+@pytest.mark.parametrize("row", NET["ip"] + NET["cidr"], ids=lambda r: r["name"])
+def test_ip_and_cidr_libraries(row):
+    if "deliberate" in row:
+        with pytest.raises(RuleCompileError, match="no matching overload for 'string'"):
+            Expression(row["expr"])
+        return
+    if "compileErrors" in row:
+        with pytest.raises(RuleCompileError) as caught:
+            Expression(row["expr"])
+        for pattern in row["compileErrors"]:
+            assert re.search(pattern, str(caught.value))
+        return
+    expression = Expression(row["expr"])
+    if "runtimeError" in row:
+        with pytest.raises(RuleEvaluationError) as caught:
+            expression.evaluate()
+        message = str(caught.value).split(": ", 1)[1]  # cel-cpp's status code first
+        expected = row["runtimeError"]
+        if row.get("compare") == "prefix":
+            head = expected[:expected.index("): ") + 1]
+            assert message.startswith(head + ": ")
+        else:
+            assert message == expected
+        return
+    value = expression.evaluate()
+    if "ip" in row:
+        assert value.text == row["ip"]
+    elif "cidr" in row:
+        assert value.text == row["cidr"]
+    else:
+        assert value == row["value"] and type(value) is type(row["value"])

@@ -15,12 +15,15 @@ server's overload ids and function/member forms:
   `max`, list `indexOf`/`lastIndexOf`; the last two for scalar elements);
 * cel-go's sets extension (`sets.contains`, `sets.equivalent`,
   `sets.intersects`; for lists of scalars);
+* Kubernetes' IP and CIDR libraries (`kubecel_net`; without the
+  `string(ip)`/`string(cidr)` conversions, which cel-expr-python cannot
+  add to `string`);
 * optional types (`cel.OptionalTypes()`: `self.?field`, `.orValue()`).
 
 Declared by the API server but NOT registered here, so a rule using them
 fails the offline check (a false refusal, never a false admission):
-Kubernetes' URLs, Regex (`find`, `findAll`), Authz, AuthzSelectors, IP,
-CIDR, Format and Semver libraries, and cel-go's TwoVarComprehensions and Lists v3
+Kubernetes' URLs, Regex (`find`, `findAll`), Authz, AuthzSelectors,
+Format and Semver libraries, and cel-go's TwoVarComprehensions and Lists v3
 extensions. Not reproduced either: cross-type numeric comparisons
 (`1 < 1.5` compiles on the API server, not here: cel-expr-python lets no
 library add overloads to `_<_`), homogeneous aggregate literals (the API
@@ -47,17 +50,17 @@ from functools import cache
 from cel_expr_python import cel
 from cel_expr_python.ext.ext_optional import ExtOptional
 
-from cozyrender.gpuclass import kubecel_lists, kubecel_quantity, kubecel_strings
+from cozyrender.gpuclass import kubecel_lists, kubecel_net, kubecel_quantity, kubecel_strings
 from cozyrender.gpuclass.kubecel_types import DeclType, TypeRegistry, decl_type
 
 SELF = "self"
 OLD_SELF = "oldSelf"
 
 REGISTERED_LIBRARIES = ("standard", "strings v2", "kubernetes.quantity", "kubernetes.lists", "cel.lib.ext.sets",
-                        "optional types")
+                        "kubernetes.net.ip", "kubernetes.net.cidr", "optional types")
 NOT_REGISTERED_LIBRARIES = (
     "kubernetes.urls", "kubernetes.regex", "kubernetes.authz",
-    "kubernetes.authzSelectors", "kubernetes.net.ip", "kubernetes.net.cidr", "kubernetes.format",
+    "kubernetes.authzSelectors", "kubernetes.format",
     "kubernetes.Semver", "two-variable comprehensions", "cel.lib.ext.lists v3",
 )
 
@@ -75,7 +78,8 @@ def _functions(registry: TypeRegistry) -> list[cel.FunctionDecl]:
     extension and the lists library both declare indexOf/lastIndexOf)."""
     merged: dict[str, list[tuple]] = {}
     for library in (kubecel_quantity.overloads(registry.quantity_class), kubecel_strings.overloads(),
-                    kubecel_lists.overloads(), kubecel_lists.sets_overloads()):
+                    kubecel_lists.overloads(), kubecel_lists.sets_overloads(),
+                    kubecel_net.overloads(registry.ip_class, registry.cidr_class)):
         for name, overloads in library.items():
             merged.setdefault(name, []).extend(overloads)
     return [

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, message_factory, struct_pb2, timestamp_pb2
 
-from cozyrender.gpuclass import kubecel_quantity
+from cozyrender.gpuclass import kubecel_net, kubecel_quantity
 
 _FIELD = descriptor_pb2.FieldDescriptorProto
 _CEL_RESERVED = frozenset({
@@ -163,6 +163,11 @@ class TypeRegistry:
             name="cozyrender/never.proto", package="cozyrender", syntax="proto3")
         never_file.message_type.add(name="Never")
         self.pool.Add(never_file)
+        net_file = descriptor_pb2.FileDescriptorProto(name="cozyrender/net.proto", package="net", syntax="proto3")
+        kubecel_net.add_messages(net_file)
+        self.pool.Add(net_file)
+        self.ip_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(kubecel_net.IP_TYPE))
+        self.cidr_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(kubecel_net.CIDR_TYPE))
         self.pool.Add(self._file)
         self.quantity_class = message_factory.GetMessageClass(
             self.pool.FindMessageTypeByName(kubecel_quantity.TYPE_NAME))
