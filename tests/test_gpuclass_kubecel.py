@@ -229,3 +229,22 @@ def test_sets_extension_is_typed():
 ])
 def test_ip_and_cidr_parsing(expression, value):
     assert Expression(expression).evaluate() is value
+
+
+@pytest.mark.parametrize("expression,value", [
+    ("semver('1.0.0-alpha').isLessThan(semver('1.0.0-alpha.1'))", True),   # SemVer's precedence example
+    ("semver('1.0.0-alpha.1').isLessThan(semver('1.0.0-alpha.beta'))", True),
+    ("semver('1.0.0-beta.2').isLessThan(semver('1.0.0-beta.11'))", True),
+    ("semver('1.0.0-rc.1').isLessThan(semver('1.0.0'))", True),
+    ("semver('1.0.0+build.1') == semver('1.0.0+build.2')", True),          # build metadata ignored
+    ("isSemver('1.0.0-01') || isSemver('1.0.0-') || isSemver('1.0.0+') || isSemver('1.0.0-a_b')", False),
+    ("isSemver('1.2-beta', true)", False),                                   # short with a prerelease
+    ("semver('1.10.0').compareTo(semver('1.9.0')) == 1 && quantity('10').compareTo(quantity('9')) == 1", True),
+])
+def test_semver_library(expression, value):
+    assert Expression(expression).evaluate() is value
+
+
+def test_semver_and_quantity_do_not_mix():
+    with pytest.raises(RuleCompileError):
+        Expression("semver('1.0.0').compareTo(quantity('1'))")

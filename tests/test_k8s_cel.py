@@ -98,3 +98,27 @@ def test_ip_and_cidr_libraries(row):
         assert value.text == row["cidr"]
     else:
         assert value == row["value"] and type(value) is type(row["value"])
+
+
+SEMVER_ROWS = load("apiserver_cel_semver.yaml")["rows"]
+
+
+@pytest.mark.parametrize("row", SEMVER_ROWS, ids=lambda r: r["name"])
+def test_semver_library(row):
+    if "compileError" in row:
+        with pytest.raises(RuleCompileError) as caught:
+            Expression(row["expr"])
+        for pattern in row["compileError"]:
+            assert re.search(pattern, str(caught.value))
+        return
+    expression = Expression(row["expr"])
+    if "runtimeError" in row:
+        with pytest.raises(RuleEvaluationError) as caught:
+            expression.evaluate()
+        assert re.search(row["runtimeError"], str(caught.value))
+        return
+    value = expression.evaluate()
+    if "semver" in row:
+        assert value.text == row["semver"]
+    else:
+        assert value == row["value"] and type(value) is type(row["value"])

@@ -18,12 +18,13 @@ server's overload ids and function/member forms:
 * Kubernetes' IP and CIDR libraries (`kubecel_net`; without the
   `string(ip)`/`string(cidr)` conversions, which cel-expr-python cannot
   add to `string`);
+* Kubernetes' semver library at version 1 (`kubecel_semver`);
 * optional types (`cel.OptionalTypes()`: `self.?field`, `.orValue()`).
 
 Declared by the API server but NOT registered here, so a rule using them
 fails the offline check (a false refusal, never a false admission):
-Kubernetes' URLs, Regex (`find`, `findAll`), Authz, AuthzSelectors,
-Format and Semver libraries, and cel-go's TwoVarComprehensions and Lists v3
+Kubernetes' URLs, Regex (`find`, `findAll`), Authz, AuthzSelectors and
+Format libraries, and cel-go's TwoVarComprehensions and Lists v3
 extensions. Not reproduced either: cross-type numeric comparisons
 (`1 < 1.5` compiles on the API server, not here: cel-expr-python lets no
 library add overloads to `_<_`), homogeneous aggregate literals (the API
@@ -50,18 +51,18 @@ from functools import cache
 from cel_expr_python import cel
 from cel_expr_python.ext.ext_optional import ExtOptional
 
-from cozyrender.gpuclass import kubecel_lists, kubecel_net, kubecel_quantity, kubecel_strings
+from cozyrender.gpuclass import kubecel_lists, kubecel_net, kubecel_quantity, kubecel_semver, kubecel_strings
 from cozyrender.gpuclass.kubecel_types import DeclType, TypeRegistry, decl_type
 
 SELF = "self"
 OLD_SELF = "oldSelf"
 
 REGISTERED_LIBRARIES = ("standard", "strings v2", "kubernetes.quantity", "kubernetes.lists", "cel.lib.ext.sets",
-                        "kubernetes.net.ip", "kubernetes.net.cidr", "optional types")
+                        "kubernetes.net.ip", "kubernetes.net.cidr", "kubernetes.Semver v1", "optional types")
 NOT_REGISTERED_LIBRARIES = (
     "kubernetes.urls", "kubernetes.regex", "kubernetes.authz",
     "kubernetes.authzSelectors", "kubernetes.format",
-    "kubernetes.Semver", "two-variable comprehensions", "cel.lib.ext.lists v3",
+    "two-variable comprehensions", "cel.lib.ext.lists v3",
 )
 
 
@@ -73,22 +74,62 @@ class RuleEvaluationError(ValueError):
     """A rule that compiled but failed at run time (no such key, overflow, ...)."""
 
 
+def _kind(cel_type: cel.Type) -> str:
+    """The runtime kind cel-cpp dispatches on (every message type alike)."""
+    return "message" if cel_type.is_message() else cel_type.name().split("<")[0]
+
+
+def _accepts(cel_type: cel.Type, value: object) -> bool:
+    if cel_type.is_message():
+        descriptor = getattr(value, "DESCRIPTOR", None)
+        return descriptor is not None and descriptor.full_name == cel_type.name()
+    return True
+
+
+def _dispatcher(candidates: list[tuple[list[cel.Type], object]]):
+    """One implementation for overloads cel-cpp cannot tell apart at run
+    time (quantity and semver both have compareTo(message)): the Python
+    impl whose message parameters match the arguments' types."""
+    def run(*args):
+        for params, impl in candidates:
+            if all(_accepts(param, arg) for param, arg in zip(params, args)):
+                return impl(*args)
+        raise ValueError("no such overload")
+    return run
+
+
 def _functions(registry: TypeRegistry) -> list[cel.FunctionDecl]:
     """Every library's overloads, merged by function name (the strings
-    extension and the lists library both declare indexOf/lastIndexOf)."""
+    extension and the lists library both declare indexOf/lastIndexOf, the
+    quantity and semver libraries compareTo...). Overloads with the same
+    runtime kinds share one dispatching implementation."""
     merged: dict[str, list[tuple]] = {}
     for library in (kubecel_quantity.overloads(registry.quantity_class), kubecel_strings.overloads(),
                     kubecel_lists.overloads(), kubecel_lists.sets_overloads(),
-                    kubecel_net.overloads(registry.ip_class, registry.cidr_class)):
+                    kubecel_net.overloads(registry.ip_class, registry.cidr_class),
+                    kubecel_semver.overloads(registry.semver_class)):
         for name, overloads in library.items():
             merged.setdefault(name, []).extend(overloads)
-    return [
-        cel.FunctionDecl(name, [
-            cel.Overload(oid, ret, params, is_member=member, **({"impl": impl} if impl is not None else {}))
-            for oid, ret, params, member, impl in overloads
-        ])
-        for name, overloads in merged.items()
-    ]
+    declarations = []
+    for name, overloads in merged.items():
+        groups: dict[tuple, list[int]] = {}
+        for index, (_, _, params, member, impl) in enumerate(overloads):
+            if impl is not None:
+                groups.setdefault((member, tuple(_kind(p) for p in params)), []).append(index)
+        impls: dict[int, object] = {}
+        for indexes in groups.values():
+            first = indexes[0]
+            if len(indexes) == 1:
+                impls[first] = overloads[first][4]
+                continue
+            if len({overloads[i][1].name() for i in indexes}) != 1:
+                raise RuntimeError(f"{name}: overloads sharing a runtime signature must share a return type")
+            impls[first] = _dispatcher([(overloads[i][2], overloads[i][4]) for i in indexes])
+        declarations.append(cel.FunctionDecl(name, [
+            cel.Overload(oid, ret, params, is_member=member, **({"impl": impls[i]} if i in impls else {}))
+            for i, (oid, ret, params, member, _) in enumerate(overloads)
+        ]))
+    return declarations
 
 
 def _new_env(registry: TypeRegistry, self_type: cel.Type) -> cel.Env:

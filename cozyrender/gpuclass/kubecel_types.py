@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, message_factory, struct_pb2, timestamp_pb2
 
-from cozyrender.gpuclass import kubecel_net, kubecel_quantity
+from cozyrender.gpuclass import kubecel_net, kubecel_quantity, kubecel_semver
 
 _FIELD = descriptor_pb2.FieldDescriptorProto
 _CEL_RESERVED = frozenset({
@@ -156,8 +156,9 @@ class TypeRegistry:
             module.DESCRIPTOR.CopyToProto(proto)
             self.pool.Add(proto)
         quantity_file = descriptor_pb2.FileDescriptorProto(
-            name="cozyrender/kubernetes_quantity.proto", package="kubernetes", syntax="proto3")
+            name="cozyrender/kubernetes_types.proto", package="kubernetes", syntax="proto3")
         kubecel_quantity.add_message(quantity_file)
+        kubecel_semver.add_message(quantity_file)
         self.pool.Add(quantity_file)
         never_file = descriptor_pb2.FileDescriptorProto(
             name="cozyrender/never.proto", package="cozyrender", syntax="proto3")
@@ -168,6 +169,8 @@ class TypeRegistry:
         self.pool.Add(net_file)
         self.ip_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(kubecel_net.IP_TYPE))
         self.cidr_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(kubecel_net.CIDR_TYPE))
+        self.semver_class = message_factory.GetMessageClass(
+            self.pool.FindMessageTypeByName(kubecel_semver.SEMVER_TYPE))
         self.pool.Add(self._file)
         self.quantity_class = message_factory.GetMessageClass(
             self.pool.FindMessageTypeByName(kubecel_quantity.TYPE_NAME))
