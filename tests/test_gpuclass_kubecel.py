@@ -248,3 +248,34 @@ def test_semver_library(expression, value):
 def test_semver_and_quantity_do_not_mix():
     with pytest.raises(RuleCompileError):
         Expression("semver('1.0.0').compareTo(quantity('1'))")
+
+
+# -- the API server's compile-time validators ---------------------------------------------------
+
+_PLAIN = {"type": "object", "properties": {"s": {"type": "string"}, "n": {"type": "integer"},
+                                           "d": {"x-kubernetes-int-or-string": True}}}
+
+
+@pytest.mark.parametrize("rule,error", [
+    ("self.s.matches('[')", "invalid matches argument"),
+    ("matches('(', self.s)", "invalid matches argument"),      # cel-go checks the first argument
+    ("duration('1x') > duration('1m')", "invalid duration argument"),
+    ("timestamp('2020-13-01T00:00:00Z') < timestamp('2021-01-01T00:00:00Z')", "invalid timestamp argument"),
+    ("self.n in [1, 'a']", "homogeneous"),
+    ("{'a': 1, 'b': 'x'}.size() == 2", "homogeneous"),
+    ("[self.n, self.d].size() == 2", "homogeneous"),           # int and dyn differ too
+])
+def test_validators_refuse_what_the_api_server_refuses(rule, error):
+    with pytest.raises(RuleCompileError, match=error):
+        type_check(rule, _PLAIN)
+
+
+@pytest.mark.parametrize("rule", [
+    "self.s.matches('^[a-z]+$') && matches(self.s, '(')",  # the pattern of the global form is not checked
+    "duration('1h30m') > duration('1m') && timestamp('2020-01-01T00:00:00Z') < timestamp(1700000000)",
+    "self.n in [1, 2, 3] && {'a': 1, 'b': 2}.size() == 2 && [[1], [2]].size() == 2",
+    "'%s %s'.format([1, 'a']) != ''",                      # format calls are exempt
+    "self.s.split(',').all(x, x.size() > 0)",
+])
+def test_validators_accept_what_the_api_server_accepts(rule):
+    type_check(rule, _PLAIN)

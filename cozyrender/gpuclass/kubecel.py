@@ -25,15 +25,17 @@ Declared by the API server but NOT registered here, so a rule using them
 fails the offline check (a false refusal, never a false admission):
 Kubernetes' URLs, Regex (`find`, `findAll`), Authz, AuthzSelectors and
 Format libraries, and cel-go's TwoVarComprehensions and Lists v3
-extensions. Not reproduced either: cross-type numeric comparisons
-(`1 < 1.5` compiles on the API server, not here: cel-expr-python lets no
-library add overloads to `_<_`), homogeneous aggregate literals (the API
-server refuses `[1, 'a']`, cel-cpp types it list(dyn)), the compile-time
-validation of regex, duration and timestamp literals, and cost estimation:
-cel-expr-python exposes no cost estimator, so the API server's per-rule
-and per-CRD estimated cost limits are not checked offline (a rule it
-refuses as too expensive, such as `matches` on a string with no
-maxLength inside a list with no maxItems, passes here).
+extensions. (Authz and AuthzSelectors need the `authorizer` variable,
+which CRD rules never have.) The API server's compile-time validators run
+on every type-checked rule (`kubecel_validators`: literal regex, duration
+and timestamp arguments, homogeneous list and map literals). Not
+reproduced: cross-type numeric comparisons (`1 < 1.5` compiles on the API
+server, not here: cel-expr-python lets no library add overloads to `_<_`;
+a false refusal), and cost estimation: cel-expr-python exposes no cost
+estimator, so the API server's per-rule and per-CRD estimated cost limits
+are not checked offline (a rule it refuses as too expensive, such as
+`matches` on a string with no maxLength inside a list with no maxItems,
+passes here).
 
 Compiling a rule (`CompiledRule(rule, schema)`) type-checks it against the
 schema's types (`kubecel_types`), as the API server does at CRD creation,
@@ -51,7 +53,9 @@ from functools import cache
 from cel_expr_python import cel
 from cel_expr_python.ext.ext_optional import ExtOptional
 
-from cozyrender.gpuclass import kubecel_lists, kubecel_net, kubecel_quantity, kubecel_semver, kubecel_strings
+from cozyrender.gpuclass import (
+    kubecel_lists, kubecel_net, kubecel_quantity, kubecel_semver, kubecel_strings, kubecel_validators,
+)
 from cozyrender.gpuclass.kubecel_types import DeclType, TypeRegistry, decl_type
 
 SELF = "self"
@@ -191,6 +195,9 @@ def _check(rule: str, env: cel.Env) -> None:
     result_type = program.return_type()
     if result_type != cel.Type.BOOL and result_type != cel.Type.DYN:
         raise RuleCompileError(f"rule {rule!r} must evaluate to a bool, not {result_type.name().lower()}")
+    found = kubecel_validators.problems(program.serialize())
+    if found:
+        raise RuleCompileError(f"rule {rule!r} does not compile: {found[0]}")
 
 
 def _first_line(err: Exception) -> str:
