@@ -211,7 +211,9 @@ class Quantity:
         parses back to the same value. One deliberate difference: where
         Kubernetes has no suffix for the exponent (a decimal value of 1e21
         and up, or a binary one of 1024Ei and up) it drops the exponent and
-        writes a wrong number; cozyrender writes the exponent form (`1e21`)."""
+        writes a wrong number; cozyrender writes the exponent form (`1e21`). And
+        a binary value beyond the int64 maximum (a sum: `8Ei` plus `8Ei`) is
+        written in decimal, since its binary spelling would read back capped."""
         if self.coefficient == 0:
             return "0"
         fmt = self.format
@@ -219,6 +221,8 @@ class Quantity:
             coefficient, exponent = self.normalized()
             if self.cmp(Quantity(1024, 0)) < 0 and self.cmp(Quantity(-1024, 0)) > 0 or exponent < 0:
                 fmt = DECIMAL_SI  # small, or not whole: decimal, nothing rounded
+            elif self.cmp(_INT64_MAX_Q) > 0 or self.cmp(_INT64_MAX_Q.neg()) < 0:
+                fmt = DECIMAL_SI  # a binary spelling would read back capped at int64's maximum
             elif exponent <= MAX_DIGITS:
                 number, power = coefficient * 10**exponent, 0
                 while number % 1024 == 0:
