@@ -42,7 +42,11 @@ schema's types (`kubecel_types`), as the API server does at CRD creation,
 and refuses a rule that does not compile or does not yield a bool.
 Evaluation runs the same rule in an environment where `self` is dyn and
 values are plain decoded JSON, which is how the API server's values
-behave at run time (a missing field is "no such key").
+behave at run time (a missing field is "no such key"), with one gap: the
+API server hands a rule a string of format date-time, date or duration as
+a timestamp or duration, and a `byte` string decoded; offline it stays a
+string, so a rule relying on that type-checks but fails when evaluated
+(reported, never admitted). The shipped GPUClass CRD has no such field.
 """
 
 from __future__ import annotations
