@@ -7,7 +7,7 @@ from fractions import Fraction
 
 import pytest
 
-from cozyrender.kube.quantity import InvalidQuantity, Quantity, _split, decoded, parse
+from cozyrender.kube.quantity import InvalidQuantity, Quantity, decoded, parse, split
 from tests.k8s_tables import fraction, load
 
 TABLES = load("apimachinery_quantity.yaml")
@@ -44,7 +44,7 @@ def test_parse_refuses_empty():
 
 @pytest.mark.parametrize("row", TABLES["split"], ids=lambda r: r["input"])
 def test_split(row):
-    assert _split(row["input"]) == (row["positive"], row["value"], row["num"], row["denom"], row["suffix"])
+    assert split(row["input"]) == (row["positive"], row["value"], row["num"], row["denom"], row["suffix"])
 
 
 @pytest.mark.parametrize("row", TABLES["string"], ids=lambda r: f"{r['value']}-{r['format']}")

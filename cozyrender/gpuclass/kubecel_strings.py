@@ -27,8 +27,9 @@ from functools import cache
 from cel_expr_python import cel
 from cel_expr_python.ext.ext_strings import ExtStrings
 
+from cozyrender.kube.quantity.parsing import GO_SPACE  # Go's unicode.IsSpace, as strings.TrimSpace uses
+
 VERSION = 2
-_GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
 
 
 def char_at(s: str, index: int) -> str:
@@ -144,7 +145,7 @@ def overloads() -> dict[str, list[tuple]]:
                   ("string_split_string_int", strings, [S, S, I], True, split)],
         "substring": [("string_substring_int", S, [S, I], True, substring),
                       ("string_substring_int_int", S, [S, I, I], True, substring)],
-        "trim": [("string_trim", S, [S], True, lambda s: s.strip(_GO_SPACE))],
+        "trim": [("string_trim", S, [S], True, lambda s: s.strip(GO_SPACE))],
         "join": [("list_join", S, [strings], True, join),
                  ("list_join_string", S, [strings, S], True, join)],
         "format": [("string_format", S, [S, T.List(T.DYN)], True, format_)],
