@@ -279,3 +279,12 @@ def test_validators_refuse_what_the_api_server_refuses(rule, error):
 ])
 def test_validators_accept_what_the_api_server_accepts(rule):
     type_check(rule, _PLAIN)
+
+
+@pytest.mark.parametrize("text", [
+    "18446744073709551616.0.0",          # beyond uint64, as Go's ParseUint refuses
+    "1.0.0-18446744073709551616",
+    "1.0.0-" + "9" * 5000,               # never converted whole
+])
+def test_semver_numbers_beyond_uint64_are_refused(text):
+    assert Expression(f"isSemver('{text}')").evaluate() is False

@@ -133,3 +133,33 @@ def test_malformed_status_is_a_shape_error():
     pod["status"] = {"containerStatuses": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}
     with pytest.raises(ShapeError, match=r"status.containerStatuses\[0\].resources.requests.cpu"):
         effective_pod_resources(pod)
+
+
+_CPU = st.integers(0, 64)
+
+
+@given(spec=_CPU, running=st.none() | _CPU, allocated=st.none() | _CPU, infeasible=st.booleans(),
+       pod_level=st.none() | _CPU)
+def test_resize_and_pod_level_rule(spec, running, allocated, infeasible, pod_level):
+    """A resized container counts the largest of its spec, running and
+    allocated requests (spec left out while Infeasible); a pod-level cpu
+    request replaces the containers' figure; overhead is added last."""
+    p = _pod([{"name": "a", "resources": {"requests": {"cpu": str(spec)}}}], overhead={"cpu": "1"})
+    status = {"name": "a"}
+    if running is not None:
+        status["resources"] = {"requests": {"cpu": str(running)}}
+    if allocated is not None:
+        status["allocatedResources"] = {"cpu": str(allocated)}
+    p["status"] = {"containerStatuses": [status]}
+    if infeasible:
+        p["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    if pod_level is not None:
+        p["spec"]["resources"] = {"requests": {"cpu": str(pod_level)}}
+    if running is None:  # no running figures reported: the spec alone
+        expected = spec
+    else:
+        candidates = [running] + ([allocated] if allocated is not None else []) + ([] if infeasible else [spec])
+        expected = max(candidates)
+    if pod_level is not None:
+        expected = pod_level
+    assert effective_pod_resources(p)["cpu"] == expected + 1

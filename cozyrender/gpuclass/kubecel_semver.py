@@ -45,8 +45,10 @@ def _number(text: str, what: str) -> int:
         raise ValueError(f"Invalid character(s) found in {what} number {_q(text)}")
     if len(text) > 1 and text[0] == "0":
         raise ValueError(f"{what.capitalize()} number must not contain leading zeroes {_q(text)}")
-    if not text or len(text) > 20 or int(text) > _UINT64_MAX:
+    if not text:
         raise ValueError(f"strconv.ParseUint: parsing {_q(text)}: invalid syntax")
+    if len(text) > 20 or int(text) > _UINT64_MAX:
+        raise ValueError(f"strconv.ParseUint: parsing {_q(text)}: value out of range")
     return int(text)
 
 
@@ -76,6 +78,8 @@ def parse(text: str) -> Version:
         if not set(item) - _NUMBERS:
             if len(item) > 1 and item[0] == "0":
                 raise ValueError(f"Numeric PreRelease version must not contain leading zeroes {_q(item)}")
+            if len(item) > 20 or int(item) > _UINT64_MAX:
+                raise ValueError(f"strconv.ParseUint: parsing {_q(item)}: value out of range")
             identifiers.append(int(item))
         elif not set(item) - _ALPHANUM:
             identifiers.append(item)
