@@ -288,3 +288,33 @@ def test_validators_accept_what_the_api_server_accepts(rule):
 ])
 def test_semver_numbers_beyond_uint64_are_refused(text):
     assert Expression(f"isSemver('{text}')").evaluate() is False
+
+
+# -- formatted strings reach rules as the API server converts them ---------------------------
+
+from cozyrender.gpuclass.kubecel import TypedScope  # noqa: E402
+
+
+def _typed_rule(rule: str, schema: dict) -> CompiledRule:
+    declaration = decl_type(schema)
+    return CompiledRule(rule, TypedScope([declaration]), declaration)
+
+
+def test_formatted_strings_are_converted_for_rules():
+    schema = {"type": "object", "properties": {
+        "at": {"type": "string", "format": "date-time"},
+        "day": {"type": "string", "format": "date"},
+        "wait": {"type": "string", "format": "duration"},
+        "blob": {"type": "string", "format": "byte"},
+        "items": {"type": "array", "items": {"type": "string", "format": "duration"}},
+    }}
+    rule = _typed_rule(
+        "self.at > timestamp('2020-01-01T00:00:00Z') && self.day == timestamp('2024-02-29T00:00:00Z')"
+        " && self.wait == duration('90m') && self.blob == b'hi' && self.items.all(d, d < duration('1h'))",
+        schema)
+    value = {"at": "2024-05-01T10:00:00+02:00", "day": "2024-02-29", "wait": "1h30m", "blob": "aGk=",
+             "items": ["30s", "2 minutes"]}
+    assert rule.holds(value)
+    assert not rule.holds({**value, "wait": "1h"})
+    with pytest.raises(RuleEvaluationError):  # a string that does not read stays a string: the rule fails
+        rule.holds({**value, "at": "yesterday"})

@@ -42,11 +42,9 @@ schema's types (`kubecel_types`), as the API server does at CRD creation,
 and refuses a rule that does not compile or does not yield a bool.
 Evaluation runs the same rule in an environment where `self` is dyn and
 values are plain decoded JSON, which is how the API server's values
-behave at run time (a missing field is "no such key"), with one gap: the
-API server hands a rule a string of format date-time, date or duration as
-a timestamp or duration, and a `byte` string decoded; offline it stays a
-string, so a rule relying on that type-checks but fails when evaluated
-(reported, never admitted). The shipped GPUClass CRD has no such field.
+behave at run time (a missing field is "no such key"), except that strings
+of format date-time, date, duration and byte become timestamps, durations
+and bytes, as the API server converts them (`kubecel_values`).
 """
 
 from __future__ import annotations
@@ -61,6 +59,7 @@ from cozyrender.gpuclass import (
     kubecel_lists, kubecel_net, kubecel_quantity, kubecel_semver, kubecel_strings, kubecel_validators,
 )
 from cozyrender.gpuclass.kubecel_types import DeclType, TypeRegistry, decl_type
+from cozyrender.gpuclass.kubecel_values import to_cel
 
 SELF = "self"
 OLD_SELF = "oldSelf"
@@ -221,6 +220,7 @@ class CompiledRule:
     def __init__(self, rule: str, scope: TypedScope | None = None,
                  declaration: DeclType | None = None) -> None:
         self.rule = rule
+        self._declaration = declaration
         if scope is not None:
             _check(rule, scope.env(declaration))
         try:
@@ -232,10 +232,12 @@ class CompiledRule:
             raise RuleCompileError(f"rule {rule!r} must evaluate to a bool, not {result_type.name().lower()}")
 
     def evaluate(self, value: object, old_value: object = None):
-        """The rule's result as a Python value (for tests of the libraries)."""
-        data = {SELF: value}
+        """The rule's result as a Python value (for tests of the libraries).
+        Formatted strings are converted as the API server converts them
+        (`kubecel_values`) when the rule knows the type of `self`."""
+        data = {SELF: to_cel(value, self._declaration)}
         if old_value is not None:
-            data[OLD_SELF] = old_value
+            data[OLD_SELF] = to_cel(old_value, self._declaration)
         try:
             result = self._program.eval(data=data)
         except RuntimeError as err:

@@ -125,7 +125,9 @@ def decl_type(schema: Mapping | None, resource_root: bool = False, path: str = "
             fields["metadata"] = _OBJECT_META
         return DeclType("object", fields=tuple(sorted(fields.items())), name=path)
     if kind == "string":
-        return DeclType({"byte": "bytes", "duration": "duration", "date": "timestamp",
+        if schema.get("format") == "date":
+            return DeclType("timestamp", name="date")  # read as a date, typed as a timestamp
+        return DeclType({"byte": "bytes", "duration": "duration",
                          "date-time": "timestamp"}.get(schema.get("format"), "string"))
     if kind == "integer":
         return DeclType("int")
