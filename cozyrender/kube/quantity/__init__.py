@@ -24,15 +24,21 @@ comparison never expands either. Where Kubernetes would build a number with
 as many digits as the exponent (its `inf.Dec`), cozyrender refuses instead
 (`QuantityTooLarge`, an `InvalidQuantity`): a coefficient of more than
 `MAX_DIGITS` significant digits, an exact sum that would need more, and a
-`Fraction` of a value beyond 10**MAX_DIGITS. That is the one deliberate
-difference; Kubernetes accepts those values and pays in time and memory.
+`Fraction` of a value beyond 10**MAX_DIGITS (Kubernetes accepts those values
+and pays in time and memory). The other deliberate difference is in
+writing (`Quantity.canonical`): where Kubernetes' String() has no suffix for
+an exponent and drops it (1e21 and up held as decimal SI), cozyrender writes
+the exponent form, and a binary value beyond the cap (a sum) is written in
+decimal, so that every written quantity reads back to itself.
 
 Two entry points:
 
 * `parse(text)` is ParseQuantity, strict (what CEL's `quantity()` and
   `isQuantity()` call).
-* `parse_quantity(value)` reads a quantity from a decoded object (a pod's
-  requests, a ResourceQuota's hard limits): the API server's JSON decoding
+* `parse_quantity(value)` reads a quantity from a decoded object (pod
+  requests, limits, overhead and resize status; ResourceQuota hard and used
+  `status.used`; node `status.allocatable`; Tenant `resourceQuotas`; read through
+  it, most via `kube.shape.quantity`): the API server's JSON decoding
   trims surrounding whitespace first (`Quantity.UnmarshalJSON` calls
   `strings.TrimSpace`), and a YAML/JSON number is read from its decimal
   spelling. It returns the exact value as a `Fraction`.
