@@ -36,9 +36,9 @@ Two entry points:
 * `parse(text)` is ParseQuantity, strict (what CEL's `quantity()` and
   `isQuantity()` call).
 * `parse_quantity(value)` reads a quantity from a decoded object (pod
-  requests, limits, overhead and resize status; ResourceQuota hard and used
-  `status.used`; node `status.allocatable`; Tenant `resourceQuotas`; read through
-  it, most via `kube.shape.quantity`): the API server's JSON decoding
+  requests, limits, overhead and resize status; ResourceQuota
+  `status.used`; node `status.allocatable`; Tenant `resourceQuotas`; read
+  through it, most via `kube.shape.quantity`): the API server's JSON decoding
   trims surrounding whitespace first (`Quantity.UnmarshalJSON` calls
   `strings.TrimSpace`), and a YAML/JSON number is read from its decimal
   spelling. It returns the exact value as a `Fraction`.
