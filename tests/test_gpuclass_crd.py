@@ -110,3 +110,59 @@ def test_the_budget_domain_rule_agrees_with_keys(crd, resource):
 def test_the_name_rule_agrees_with_keys(crd, name):
     rule = CompiledRule(_rules(_schema(crd), "")[0])
     assert rule.holds({"metadata": {"name": name}}) is is_class_name(name)
+
+
+def _all_rules(schema: dict, path: str = "") -> list[tuple[str, str]]:
+    found = [(path, entry["rule"]) for entry in schema.get("x-kubernetes-validations", [])]
+    for name, sub in schema.get("properties", {}).items():
+        found += _all_rules(sub, f"{path}.{name}" if path else name)
+    if isinstance(schema.get("items"), dict):
+        found += _all_rules(schema["items"], f"{path}[*]")
+    return found
+
+
+def test_every_shipped_rule_compiles_as_the_api_server_declares_cel(crd):
+    """Each rule type-checks with self typed from its schema node and the
+    libraries declared as the 1.35 API server declares them (the
+    validator compiles them that way; this names each rule)."""
+    from cozyrender.gpuclass.kubecel import TypedScope
+    from cozyrender.gpuclass.kubecel_types import decl_type
+    from cozyrender.gpuclass.validation import CRDValidator
+
+    validator = CRDValidator(crd)
+    shipped = _all_rules(_schema(crd))
+    assert sorted(rule.text for rule in validator.rules()) == sorted(rule for _, rule in shipped)
+    assert len(shipped) == 19
+    root = decl_type(_schema(crd), resource_root=True)
+    scope = TypedScope([root])
+    fields = dict(root.fields)
+    assert dict(fields["metadata"].fields).keys() == {"name", "generateName"}
+    memory_rules = [rule for path, rule in shipped if path == "spec.memory"]
+    assert any("sign(quantity(self)) == 1" in rule for rule in memory_rules)
+    spec_type = fields["spec"]
+    for rule in memory_rules:
+        CompiledRule(rule, scope, dict(spec_type.fields)["memory"])
+
+
+@pytest.mark.parametrize("rule,where,reason", [
+    ("quantity(self).sign() == 1", "memory", "found no matching overload|undeclared reference to 'sign'"),
+    ("self.noSuchField == 'x'", "", "undefined field"),
+    ("self.mode == 1", "", "no matching overload"),
+    ("self.featureType == 'one'", "license", "no matching overload"),
+    ("self.tolerations.size() > 0 && self.tolerations[0].tolerationSeconds == 'x'", "", "no matching overload"),
+    ("self.metadata.namespace == 'x'", "<root>", "undefined field"),
+])
+def test_a_rule_the_api_server_would_refuse_fails_the_offline_check(crd, rule, where, reason):
+    """Typed from the schema, as at CRD creation: an undeclared field or a
+    type mismatch does not compile (with self dyn, both would have)."""
+    from cozyrender.gpuclass.kubecel import RuleCompileError
+    from cozyrender.gpuclass.validation import CRDValidator
+
+    broken = yaml.safe_load(CRD_PATH.read_text())
+    schema = _schema(broken)
+    node = schema if where == "<root>" else schema["properties"]["spec"]
+    if where not in ("", "<root>"):
+        node = node["properties"][where]
+    node.setdefault("x-kubernetes-validations", []).append({"rule": rule, "message": "x"})
+    with pytest.raises(RuleCompileError, match=reason):
+        CRDValidator(broken)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -81,3 +83,83 @@ def test_effective_request_bounds(app, init, overhead):
         assert got >= Fraction(int(c[:-1]), 1000) + extra  # each init container runs at some point
     # never more than everything at once
     assert got <= app_sum + sum((Fraction(int(c[:-1]), 1000) for c, _ in init), Fraction(0)) + extra
+
+
+# -- Kubernetes 1.35: pod-level resources, in-place resize, overhead on zero limits --------
+
+def _pod(containers, **spec_extra):
+    return {"metadata": {"name": "p", "namespace": "n"},
+            "spec": {"containers": containers, **spec_extra}}
+
+
+def test_pod_level_resources_replace_the_containers_sum_for_cpu_memory_hugepages():
+    pod = _pod([{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "1"}}}],
+               resources={"requests": {"cpu": "3", "nvidia.com/gpu": "5"}, "limits": {"memory": "4Gi"}})
+    requests = effective_pod_resources(pod)
+    # cpu from the pod level; memory defaulted from the containers' sum (they request it);
+    # the GPU is not a pod-level resource, so it stays the containers' figure.
+    assert requests == {"cpu": 3, "memory": 2**30, "nvidia.com/gpu": 1}
+    assert effective_pod_resources(pod, "limits") == {"memory": 4 * 2**30}
+
+
+def test_pod_level_limit_alone_defaults_the_request_to_it():
+    pod = _pod([{"name": "a"}], resources={"limits": {"cpu": "2", "hugepages-2Mi": "4Mi"}})
+    assert effective_pod_resources(pod) == {"cpu": 2, "hugepages-2Mi": 4 * 2**20}
+
+
+def test_in_place_resize_counts_the_larger_of_spec_running_and_allocated():
+    pod = _pod([{"name": "a", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2"}}}])
+    pod["status"] = {"containerStatuses": [{"name": "a", "allocatedResources": {"cpu": "3"},
+                                            "resources": {"requests": {"memory": "2Gi"}, "limits": {"cpu": "1"}}}]}
+    assert effective_pod_resources(pod) == {"cpu": 3, "memory": 2 * 2**30}
+    assert effective_pod_resources(pod, "limits") == {"cpu": 2}
+    pod["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    assert effective_pod_resources(pod) == {"cpu": 3, "memory": 2 * 2**30}   # spec left out
+    assert effective_pod_resources(pod, "limits") == {"cpu": 1}              # running limits only
+    del pod["status"]["containerStatuses"][0]["resources"]                   # no running figures: spec
+    assert effective_pod_resources(pod) == {"cpu": 1, "memory": 2**30}
+
+
+def test_overhead_is_not_added_to_a_zero_limit():
+    pod = _pod([{"name": "a", "resources": {"limits": {"cpu": "0", "memory": "1Gi"}}}],
+               overhead={"cpu": "250m", "memory": "100Mi"})
+    assert effective_pod_resources(pod, "limits") == {"cpu": 0, "memory": 2**30 + 100 * 2**20}
+
+
+def test_malformed_status_is_a_shape_error():
+    from cozyrender.kube.shape import ShapeError
+    pod = _pod([{"name": "a"}])
+    pod["status"] = {"containerStatuses": [{"name": "a", "resources": {"requests": {"cpu": "lots"}}}]}
+    with pytest.raises(ShapeError, match=r"status.containerStatuses\[0\].resources.requests.cpu"):
+        effective_pod_resources(pod)
+
+
+_CPU = st.integers(0, 64)
+
+
+@given(spec=_CPU, running=st.none() | _CPU, allocated=st.none() | _CPU, infeasible=st.booleans(),
+       pod_level=st.none() | _CPU)
+def test_resize_and_pod_level_rule(spec, running, allocated, infeasible, pod_level):
+    """A resized container counts the largest of its spec, running and
+    allocated requests (spec left out while Infeasible); a pod-level cpu
+    request replaces the containers' figure; overhead is added last."""
+    p = _pod([{"name": "a", "resources": {"requests": {"cpu": str(spec)}}}], overhead={"cpu": "1"})
+    status = {"name": "a"}
+    if running is not None:
+        status["resources"] = {"requests": {"cpu": str(running)}}
+    if allocated is not None:
+        status["allocatedResources"] = {"cpu": str(allocated)}
+    p["status"] = {"containerStatuses": [status]}
+    if infeasible:
+        p["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
+    if pod_level is not None:
+        p["spec"]["resources"] = {"requests": {"cpu": str(pod_level)}}
+    if running is None:  # no running figures reported: the spec alone
+        expected = spec
+    else:
+        candidates = [running] + ([allocated] if allocated is not None else []) + ([] if infeasible else [spec])
+        expected = max(candidates)
+    if pod_level is not None:
+        expected = pod_level
+    assert effective_pod_resources(p)["cpu"] == expected + 1

@@ -11,8 +11,12 @@ API (used by `cozyrender gpuclass validate` and `cozyrender check`):
         .ok, .violations (each with .path and .message), .object (pruned
         and defaulted), .pruned (paths of the fields dropped)
 
-Every rule of the CRD is compiled once, when the validator is first built; a
-rule that does not compile raises `RuleCompileError`, never admits.
+Every rule of the CRD is compiled once, when the validator is first built,
+type-checked with `self` typed from the schema where it sits, as the API
+server does at CRD creation (`cozyrender.gpuclass.kubecel`, which also says
+which of the API server's CEL libraries are registered); a rule that does
+not compile raises `RuleCompileError`, never admits. The API server's
+estimated-cost limits are not checked (see kubecel).
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError
+from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError, TypedScope
+from cozyrender.gpuclass.kubecel_types import DeclType, decl_type, escape
 from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, prune
 from cozyrender.kube.shape import join as join_path
 from cozyrender.kube.shape import mapping
@@ -88,7 +93,20 @@ class _SchemaNode:
     list_map_keys: tuple[str, ...] | None
 
 
-def _compile_node(schema: Mapping, path: str) -> _SchemaNode:
+def _field_type(declaration: DeclType | None, name: str) -> DeclType | None:
+    """The type of property `name` within an object type (None: not typed)."""
+    if declaration is None or declaration.kind != "object":
+        return None
+    return dict(declaration.fields).get(escape(name) or "")
+
+
+def _element_type(declaration: DeclType | None, kind: str) -> DeclType | None:
+    return declaration.element if declaration is not None and declaration.kind == kind else None
+
+
+def _compile_node(schema: Mapping, path: str, scope: TypedScope, declaration: DeclType | None) -> _SchemaNode:
+    """Compile the rules at `schema` and below; `declaration` is the CEL type
+    of `self` there, as the API server derives it from the schema."""
     rules = []
     for entry in schema.get("x-kubernetes-validations") or ():
         unsupported = set(entry) - _SUPPORTED_RULE_FIELDS
@@ -96,13 +114,13 @@ def _compile_node(schema: Mapping, path: str) -> _SchemaNode:
             raise CRDError(f"{path or '<root>'}: rule field(s) {sorted(unsupported)} are not supported offline")
         text = entry["rule"]
         rules.append(Rule(
-            compiled=CompiledRule(text),
+            compiled=CompiledRule(text, scope, declaration),
             message=entry.get("message") or f"failed rule: {text}",
             field_path=entry.get("fieldPath") or "",
             is_transition=bool(_OLD_SELF.search(text)),
         ))
     properties = {
-        name: _compile_node(sub, join_path(path, name))
+        name: _compile_node(sub, join_path(path, name), scope, _field_type(declaration, name))
         for name, sub in (schema.get("properties") or {}).items()
     }
     items = schema.get("items")
@@ -113,8 +131,10 @@ def _compile_node(schema: Mapping, path: str) -> _SchemaNode:
     return _SchemaNode(
         rules=rules,
         properties=properties,
-        items=_compile_node(items, f"{path}[*]") if isinstance(items, Mapping) else None,
-        additional=_compile_node(additional, f"{path}.*") if isinstance(additional, Mapping) else None,
+        items=(_compile_node(items, f"{path}[*]", scope, _element_type(declaration, "list"))
+               if isinstance(items, Mapping) else None),
+        additional=(_compile_node(additional, f"{path}.*", scope, _element_type(declaration, "map"))
+                    if isinstance(additional, Mapping) else None),
         list_map_keys=map_keys,
     )
 
@@ -136,7 +156,8 @@ class CRDValidator:
         self.version = chosen["name"]
         self.schema = chosen["schema"]["openAPIV3Schema"]
         self._schema_validator = SchemaValidator(self.schema)
-        self._root = _compile_node(self.schema, "")
+        root_type = decl_type(self.schema, resource_root=True)
+        self._root = _compile_node(self.schema, "", TypedScope([root_type]), root_type)
 
     @property
     def api_version(self) -> str:

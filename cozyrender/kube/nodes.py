@@ -10,7 +10,12 @@ tolerates them still does not count such a node.
 Toleration matching is Kubernetes' own (`v1.Toleration.ToleratesTaint`):
 an empty effect matches every effect; an empty key with `Exists` matches
 every key; `Exists` ignores the value; `Equal` (or no operator) compares it.
-`tolerationSeconds` only delays an eviction, so it plays no part here.
+`tolerationSeconds` only delays an eviction, so it plays no part here. The
+`Gt`/`Lt` operators of Kubernetes 1.35 sit behind the alpha feature gate
+TaintTolerationComparisonOperators (off by default); with it off, which is
+what cozyrender models, such a toleration tolerates nothing. Checked against
+k8s.io/api's TestTolerationToleratesTaint and component-helpers'
+TestFindMatchingUntoleratedTaint (tests/data/k8s/).
 
 Node fields are read through `cozyrender.kube.shape` (a malformed node is a
 ShapeError naming it and the field); tolerations are checked where they are

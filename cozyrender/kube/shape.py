@@ -142,7 +142,9 @@ def string(parent: Mapping, key: str, owner: Mapping, at: str = "") -> str | Non
 
 
 def quantity(value: object, owner: Mapping, path: str) -> Fraction:
-    """A Kubernetes quantity; the error names the object and the field."""
+    """A Kubernetes quantity in a decoded object, read as the API server's
+    JSON decoding reads it (surrounding white space trimmed, see
+    `quantity.parse_quantity`); the error names the object and the field."""
     try:
         return parse_quantity(value)
     except InvalidQuantity:

@@ -1,16 +1,5 @@
-"""The API server's steps for a custom resource under a structural schema, before
-CEL: prune unknown fields, apply defaults, validate the OpenAPI v3 schema.
-
-The schema is translated to JSON Schema for `jsonschema`: descriptions and the
-`x-kubernetes-*` extensions are annotations there (the ones with a meaning,
-`x-kubernetes-int-or-string` and `x-kubernetes-preserve-unknown-fields`, are
-already expressed by `anyOf` and by pruning), `nullable` adds `null` to the
-type, and the integer formats become their bounds. Failures carry the field
-path in Kubernetes' spelling (`spec.tolerations[0].operator`) and messages in
-the API server's words (Required value, Unsupported value, ...).
-
-Pure functions over dicts, no I/O.
-"""
+"""The structural schema as JSON Schema, and failures in the API server's
+words. Pure functions over dicts, no I/O."""
 
 from __future__ import annotations
 
@@ -23,14 +12,6 @@ import jsonschema
 
 from cozyrender.kube.shape import join as join_path
 
-# ObjectMeta fields a client may send; the API server drops everything else
-# under metadata when it decodes the object.
-OBJECT_META_FIELDS = frozenset({
-    "name", "generateName", "namespace", "selfLink", "uid", "resourceVersion",
-    "generation", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
-    "labels", "annotations", "ownerReferences", "finalizers", "managedFields",
-})
-_ROOT_FIELDS = ("apiVersion", "kind", "metadata")
 _INT_BOUNDS = {"int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 _ANNOTATION_KEYS = {"description", "example", "externalDocs", "title"}
 # Failures that stop the API server from running CEL rules at all (a rule
@@ -48,73 +29,6 @@ class FieldError:
 
     def __str__(self) -> str:
         return f"{self.path or '<root>'}: {self.message}"
-
-
-# -- pruning -----------------------------------------------------------------
-
-def prune(obj: Mapping, schema: Mapping) -> tuple[dict, list[str]]:
-    """A copy of a custom resource without the fields its schema does not
-    declare, and the paths of the fields dropped. apiVersion, kind and
-    metadata always survive at the root; metadata keeps ObjectMeta's fields."""
-    pruned_paths: list[str] = []
-    result = _prune_value(copy.deepcopy(dict(obj)), schema, "", pruned_paths, root=True)
-    metadata = result.get("metadata")
-    if isinstance(metadata, dict):
-        for key in sorted(set(metadata) - OBJECT_META_FIELDS):
-            del metadata[key]
-            pruned_paths.append(join_path("metadata", key))
-    return result, sorted(pruned_paths)
-
-
-def _prune_value(value, schema: Mapping, path: str, pruned: list[str], root: bool = False):
-    if schema.get("x-kubernetes-preserve-unknown-fields"):
-        return value
-    if isinstance(value, dict):
-        properties = schema.get("properties")
-        additional = schema.get("additionalProperties")
-        if isinstance(additional, Mapping):
-            for key in value:
-                value[key] = _prune_value(value[key], additional, join_path(path, key), pruned)
-            return value
-        properties = properties or {}
-        for key in list(value):
-            if root and key in _ROOT_FIELDS:
-                continue
-            if key not in properties:
-                del value[key]
-                pruned.append(join_path(path, key))
-            else:
-                value[key] = _prune_value(value[key], properties[key], join_path(path, key), pruned)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for index, item in enumerate(value):
-            value[index] = _prune_value(item, schema["items"], join_path(path, index), pruned)
-    return value
-
-
-# -- defaulting ----------------------------------------------------------------
-
-def apply_defaults(obj: dict, schema: Mapping) -> dict:
-    """Fill absent properties that declare a `default`, in place, top down (a
-    default object is itself defaulted below), as the API server does on
-    every read and write."""
-    _default_value(obj, schema)
-    return obj
-
-
-def _default_value(value, schema: Mapping) -> None:
-    if isinstance(value, dict):
-        for key, sub in (schema.get("properties") or {}).items():
-            if key not in value and "default" in sub:
-                value[key] = copy.deepcopy(sub["default"])
-            if key in value:
-                _default_value(value[key], sub)
-        additional = schema.get("additionalProperties")
-        if isinstance(additional, Mapping):
-            for item in value.values():
-                _default_value(item, additional)
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
-        for item in value:
-            _default_value(item, schema["items"])
 
 
 # -- schema validation -----------------------------------------------------------
