@@ -32,6 +32,17 @@ MAX_COUNT = 2**31 - 1
 _EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)\Z")
 
 
+TOO_LARGE = f"is too large (at or past {MAX_WHOLE}, where Kubernetes caps a quantity)"
+
+
+def past_bound(parsed: Fraction) -> bool:
+    """Whether a parsed quantity is out of range. Kubernetes caps a
+    binary-suffix quantity past int64 at exactly MAX_WHOLE (`9999Ei` reads as
+    9223372036854775807), so a value at the cap stands for a number too large
+    to hold: bad input, like one past it."""
+    return abs(parsed) >= MAX_WHOLE
+
+
 def quantity_text_problem(value: object) -> str | None:
     """Why `value` is too large to parse as a quantity, or None."""
     if isinstance(value, bool):
@@ -56,8 +67,8 @@ def bounded_quantity(value: object, owner: Mapping, path: str) -> Fraction:
     if problem is not None:
         raise ShapeError.at(owner, path, problem)
     parsed = quantity(value, owner, path)
-    if not -MAX_WHOLE <= parsed <= MAX_WHOLE:
-        raise ShapeError.at(owner, path, f"is too large (more than {MAX_WHOLE})")
+    if past_bound(parsed):
+        raise ShapeError.at(owner, path, TOO_LARGE)
     return parsed
 
 

@@ -35,7 +35,7 @@ from cozyrender.keys import (
 from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
 from cozyrender.kube.shape import ShapeError, as_mapping, got, mapping, string
 
-from .bounds import MAX_COUNT, MAX_WHOLE, quantity_text_problem
+from .bounds import MAX_COUNT, TOO_LARGE, past_bound, quantity_text_problem
 from .tree import owned_namespace
 from .usage import usage_key
 
@@ -179,7 +179,7 @@ def parse_declaration(tenant: Mapping) -> Declaration:
                 raise ShapeError.at(tenant, where, str(err)) from None
             except InvalidBudgetValue as err:
                 if _too_large(value):
-                    raise ShapeError.at(tenant, where, f"is too large (more than {MAX_WHOLE})") from None
+                    raise ShapeError.at(tenant, where, TOO_LARGE) from None
                 problems.append((key, f"invalid GPU budget for {key!r}: {err}"))
                 cap_at_zero(parsed, f"{key!r} is {got(value)}")
         else:
@@ -193,8 +193,8 @@ def parse_declaration(tenant: Mapping) -> Declaration:
                 cap_at_zero(usage_key(key), f"{key!r} is {got(value)}")
                 declared_as.setdefault(usage_key(key), key)
                 continue
-            if abs(quantity) > MAX_WHOLE:
-                raise ShapeError.at(tenant, where, f"is too large (more than {MAX_WHOLE})")
+            if past_bound(quantity):
+                raise ShapeError.at(tenant, where, TOO_LARGE)
             if quantity < 0:
                 problems.append((key, f"{key!r}: {value!r} is negative"))
                 cap_at_zero(usage_key(key), f"{key!r} is negative")
@@ -234,7 +234,7 @@ def _too_large(value: object) -> bool:
     """Whether `value`, not a whole number of devices, is a quantity past the
     bound (`9999999999999999999999Ei`): bad input, not an unusable budget."""
     try:
-        return abs(parse_quantity(value)) > MAX_WHOLE
+        return past_bound(parse_quantity(value))
     except InvalidQuantity:
         return False
 
