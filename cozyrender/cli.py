@@ -19,6 +19,7 @@ COMMANDS: dict[str, str] = {
     "catalog": "cozyrender.commands.catalog:command",
     "gpuclass": "cozyrender.commands.gpuclass:command",
     "flux": "cozyrender.commands.flux:command",
+    "chart": "cozyrender.commands.chartdocs:command",
 }
 
 

@@ -8,7 +8,7 @@ first; this guards renders that bypass it).
 {{- define "basics.requireCluster" -}}
 {{- $c := .Values._cluster -}}
 {{- if not (kindIs "map" $c) -}}
-{{- fail (printf "_cluster must be a map of platform values, got %s" (kindOf $c)) -}}
+{{- fail (printf "_cluster must be a map of platform values, got %s" (ternary "null" (kindOf $c) (kindIs "invalid" $c))) -}}
 {{- end -}}
 {{- end -}}
 
