@@ -7,7 +7,7 @@ line:
     ## @param {type} name - description        (`[name]`: optional; `name=lit`: default)
     ## @typedef {struct} Name - description    followed by its `## @field` lines
     ## @field {type} name - description        (`[name]`: optional inside the struct)
-    ## @enum {string} Name - description       followed by its `## @value v` lines
+    ## @enum {string} Name - description       followed by its `## @value v [- text]` lines
     ## @immutable                              on the entry above: may not change
     ## @x-something {flow yaml}                on the entry above: a schema extension
     ## @skip ...                               ignored
@@ -129,7 +129,8 @@ def parse(text: str, values_text: str | None = None, source: str = "values.yaml"
                     raise fail(lineno, "@value outside an @enum")
                 if not rest:
                     raise fail(lineno, "@value without a value")
-                enum.values.append(int(rest) if enum.base == "int" else rest)
+                value = re.split(r"\s+-\s", rest, maxsplit=1)[0].strip()  # `v - description`
+                enum.values.append(int(value) if enum.base == "int" else value)
             elif tag == "immutable":
                 if last is None:
                     raise fail(lineno, "@immutable does not follow a @param or @field")

@@ -48,10 +48,9 @@ def type_label(model: Model, ref: TypeRef) -> str:
 
 
 def _zero(model: Model, ref: TypeRef) -> Any:
-    """What an unset key shows: the type's zero value."""
+    """What an unset key shows: the type's zero value (a pointer's is null)."""
     if ref.form == "pointer":
-        assert ref.inner is not None
-        return _zero(model, ref.inner)
+        return None
     if ref.form == "list":
         return []
     if ref.form == "map" or ref.name in model.typedefs or ref.name == "object":
@@ -77,7 +76,9 @@ def value_label(value: Any) -> str:
 def _rows(model: Model, entry: Entry, path: str, value: Any, out: list[Row]) -> None:
     struct = _struct(model, entry.type)
     shown = value if value is not MISSING else entry.comment_default
-    if shown is MISSING or struct is not None:
+    if shown is MISSING and entry.type.form == "pointer":
+        shown = None  # an unset pointer is null, struct or not
+    elif shown is MISSING or struct is not None:
         shown = {} if struct is not None else _zero(model, entry.type)
     out.append(Row(path, entry.description, type_label(model, entry.type), value_label(shown)))
     if struct is not None:
@@ -137,10 +138,21 @@ def render_section(model: Model) -> str:
     rendered = []
     for title, rows in tables(model):
         cells = [COLUMNS, *(row.cells() for row in rows)]
-        widths = [max(len(c[i]) for c in cells) for i in range(len(COLUMNS))]
-        rendered.append({"title": title, "header": COLUMNS, "rows": cells[1:],
-                         "widths": widths})
+        widths = [max(_width(c[i]) for c in cells) for i in range(len(COLUMNS))]
+
+        def pad(line: tuple[str, ...], widths: list[int] = widths) -> list[str]:
+            return [cell + " " * (w - _width(cell)) for cell, w in zip(line, widths, strict=True)]
+
+        rendered.append({"title": title, "header": pad(COLUMNS),
+                         "rule": ["-" * w for w in widths],
+                         "rows": [pad(line) for line in cells[1:]]})
     return _template().render(heading=HEADING, tables=rendered)
+
+
+def _width(cell: str) -> int:
+    """A cell's width as cozyvalues-gen counts it: UTF-8 bytes (so a line
+    holding non-ASCII text is padded as Cozystack's READMEs are)."""
+    return len(cell.encode("utf-8"))
 
 
 def splice(readme: str, section: str, title: str) -> str:

@@ -51,12 +51,20 @@ def type_schema(model: Model, ref: TypeRef, value: Any = MISSING) -> dict[str, A
     typedef = model.typedefs[ref.name]
     nested = value if isinstance(value, Mapping) else {}
     schema: dict[str, Any] = {"type": "object"}
-    required = sorted(f.name for f in typedef.fields if not f.optional)
+    required = sorted(f.name for f in typedef.fields if is_required(f))
     if required:
         schema["required"] = required
-    schema["properties"] = {f.name: entry_schema(model, f, nested.get(f.name, MISSING))
-                            for f in sorted(typedef.fields, key=lambda f: f.name)}
+    if typedef.fields:
+        schema["properties"] = {f.name: entry_schema(model, f, nested.get(f.name, MISSING))
+                                for f in sorted(typedef.fields, key=lambda f: f.name)}
     return schema
+
+
+def is_required(entry: Entry) -> bool:
+    """Rule (cozyvalues-gen's): a struct field is required unless it is written
+    `[name]`, or its type is a pointer, list or map, all of which have a
+    natural "unset" (nil, empty)."""
+    return not entry.optional and entry.type.form == "name"
 
 
 def is_struct(model: Model, ref: TypeRef) -> bool:
