@@ -115,8 +115,9 @@ def deep_merge(base: Any, overlay: Any) -> Any:
     for key, value in overlay.items():
         if value is None:
             merged.pop(key, None)
-        elif key in merged:
-            merged[key] = deep_merge(merged[key], value)
+        elif key in merged or isinstance(value, Mapping):
+            # a new object is merged into nothing, so its nulls delete too
+            merged[key] = deep_merge(merged.get(key, {}), value)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
