@@ -402,3 +402,25 @@ def test_host_changes_need_a_trusted_caller(policies: dict, groups: tuple, allow
     assert admits(label_spec, ns("new.example"), None, ns("old.example"), groups) is allowed
     assert admits(label_spec, ns("old.example"), None, ns("old.example"), groups) is True
     assert admits(label_spec, ns(None), None, None, groups) is True  # no label: not matched
+
+
+# ---------------------------------------------------------------- Helm 3, Helm 4, the SDK
+
+@pytest.mark.parametrize("values", [
+    {"_cluster": {"gpu-vgpu": "true", "root-host": "example.org", "gateway-enabled": "true"}},
+    {"_cluster": {"monitoring-enabled": "false"}},
+    {}])
+def test_helm3_helm4_and_sdk_render_identically(values: dict, helm3: Path, helm4: Path,
+                                                tmp_path: Path) -> None:
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(json.dumps(values))
+    outputs = [subprocess.run([str(helm), "template", "cozystack-basics", str(BASICS),
+                               "-n", "cozy-system", "-f", str(values_file)],
+                              capture_output=True, check=True).stdout for helm in (helm3, helm4)]
+    outputs.append(render.template(BASICS, values, "cozystack-basics", "cozy-system"))
+    assert outputs[0] == outputs[1] == outputs[2]
+    with_vap = [subprocess.run([str(helm), "template", "cozystack-basics", str(BASICS),
+                                "-n", "cozy-system", "-f", str(values_file), "--api-versions",
+                                VAP_API], capture_output=True, check=True).stdout
+                for helm in (helm3, helm4)]
+    assert with_vap[0] == with_vap[1]
