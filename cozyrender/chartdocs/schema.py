@@ -109,17 +109,16 @@ def deep_merge(base: Any, overlay: Any) -> Any:
     key, recursively; anything else in the overlay (lists, scalars) replaces
     what was generated; a null in the overlay deletes the generated key.
     Neither argument is modified."""
-    if not isinstance(base, Mapping) or not isinstance(overlay, Mapping):
+    if not isinstance(overlay, Mapping):
         return copy.deepcopy(overlay)
+    if not isinstance(base, Mapping):
+        base = {}  # an object replacing a non-object is merged into nothing: its nulls delete too
     merged = {k: copy.deepcopy(v) for k, v in base.items()}
     for key, value in overlay.items():
         if value is None:
             merged.pop(key, None)
-        elif key in merged or isinstance(value, Mapping):
-            # a new object is merged into nothing, so its nulls delete too
-            merged[key] = deep_merge(merged.get(key, {}), value)
         else:
-            merged[key] = copy.deepcopy(value)
+            merged[key] = deep_merge(merged.get(key), value)
     return merged
 
 
