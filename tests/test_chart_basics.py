@@ -14,6 +14,8 @@ import pytest
 import yaml
 from cel_expr_python import cel
 from cel_expr_python.ext.ext_strings import ExtStrings
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cozyrender import render, validate
 from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL
@@ -424,3 +426,69 @@ def test_helm3_helm4_and_sdk_render_identically(values: dict, helm3: Path, helm4
                                 VAP_API], capture_output=True, check=True).stdout
                 for helm in (helm3, helm4)]
     assert with_vap[0] == with_vap[1]
+
+
+# ---------------------------------------------------------------- properties
+
+def sdk_render(values: dict, api_versions: list[str]) -> str:
+    """`helm template` in process, with capabilities (the SDK's native render
+    takes `api_versions` like --api-versions), sorted as Helm prints it."""
+    import helm_python
+    from helm_python import _native
+
+    loaded = helm_python.Chart.load(str(BASICS))
+    try:
+        files = json.loads(_native.call_string(
+            "helm_render", loaded._raw(), json.dumps(values),
+            json.dumps({"name": "cozystack-basics", "namespace": "cozy-system",
+                        "api_versions": api_versions})))
+    finally:
+        loaded.close()
+    return render.sort_manifests(files).text()
+
+
+SWITCH = st.sampled_from([True, False, "true", "false", "", "True", "on", None])
+HOSTS = st.sampled_from([None, "", "demo.example", "Customer1.IO", "a.b.c.example"])
+
+
+@given(root=HOSTS, gateway=SWITCH, monitoring=SWITCH,
+       vgpu=st.sampled_from([True, False, "true", "false", None]),
+       extra=st.dictionaries(st.sampled_from(["oidc-enabled", "bundle-name",
+                                              "cpu-allocation-ratio", "x"]),
+                             st.sampled_from(["true", "4", "paas-full", 1]), max_size=3),
+       vap=st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_switch_rules_hold_for_any_platform_values(root: Any, gateway: Any, monitoring: Any,
+                                                   vgpu: Any, extra: dict, vap: bool) -> None:
+    """Each `_cluster` switch does exactly what its rule says, whatever the others are,
+    and the output is valid and stable under a second post-render."""
+    cluster: dict[str, Any] = dict(extra)
+    for key, value in (("root-host", root), ("gateway-enabled", gateway),
+                       ("monitoring-enabled", monitoring), ("gpu-vgpu", vgpu)):
+        if value is not None:
+            cluster[key] = value
+    text = sdk_render({"_cluster": cluster}, [VAP_API] if vap else [])
+    result = post_render(text.encode())
+    assert result.warnings == []
+    assert post_render(result.output).output == result.output  # idempotent
+    docs = keyed(objects(result.output.decode()))
+    labels = docs[("v1", "Namespace", None, "tenant-root")]["metadata"]["labels"]
+    values = docs[("v1", "Secret", "tenant-root", "cozystack-values")]["stringData"]["values.yaml"]
+    assert labels[HOST] == root  # unset stays null, "" stays empty: passed as is
+    assert values["_namespace"]["host"] == root
+    gateway_on = gateway is True or gateway == "true"
+    assert (GATEWAY in labels) is gateway_on
+    assert ("gateway" in values["_namespace"]) is gateway_on
+    monitoring_on = monitoring in (None, "", False, True, "true")  # unset/empty/false -> default on
+    services = [k for k in docs if k[1] == "Service"]
+    assert len(services) == (3 if monitoring_on else 0)
+    entitled = vgpu is True or vgpu == "true"
+    assert labels[VGPU_LABEL] == ("true" if entitled else "false")
+    assert values["_namespace"].get("vgpu") is (True if entitled else None)
+    expected_cluster = {k: v for k, v in cluster.items() if k != "gpu-vgpu" or entitled}
+    assert values["_cluster"] == expected_cluster
+    policies = {k[3] for k in docs if k[1] == "ValidatingAdmissionPolicy"}
+    bindings = {k[3] for k in docs if k[1] == "ValidatingAdmissionPolicyBinding"}
+    assert policies == bindings
+    assert len(policies) == (0 if not vap else 5 + bool(root))
+    assert validate.validate_objects(objects(result.output.decode())) == []
