@@ -10,7 +10,7 @@ import click
 
 @click.group("chart")
 def command() -> None:
-    """Chart maintenance."""
+    """Chart maintenance: generate or check values schemas and README parameter tables."""
 
 
 @command.command("docs")
