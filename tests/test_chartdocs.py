@@ -190,6 +190,8 @@ def test_bad_type_expressions(bad: str) -> None:
     ("## @immutable\n", "@immutable does not follow"),
     ("## @param {string} x - a\nx: [unclosed\n", "invalid YAML"),
     ("## @param {string} x - a\n- a list\n", "values must be a mapping"),
+    ("## @param {string} x - a\nx: a\ny: 1\nz: 2\n",
+     "values.yaml: values without a ## @param comment: y, z"),
 ])
 def test_errors_name_file_and_line(text: str, message: str) -> None:
     with pytest.raises(DocsError, match=__import__("re").escape(message)):

@@ -12,7 +12,8 @@ line:
     ## @x-something {flow yaml}                on the entry above: a schema extension
     ## @skip ...                               ignored
 
-Other comment lines are ignored. Errors name the file and line.
+Other comment lines are ignored. Every top-level key of the values must have a
+`@param`. Errors name the file (and the line where there is one).
 """
 
 from __future__ import annotations
@@ -156,6 +157,12 @@ def parse(text: str, values_text: str | None = None, source: str = "values.yaml"
         loaded = {}
     if not isinstance(loaded, dict):
         raise DocsError(f"{source}: values must be a mapping")
+    undocumented = [str(k) for k in loaded if k not in {p.name for p in model.params}]
+    if undocumented:
+        # Rule: every top-level value is documented, so the schema and README
+        # cannot silently miss a key the chart reads (Cozystack's apps all do this).
+        raise DocsError(f"{source}: values without a ## @param comment: "
+                        f"{', '.join(sorted(undocumented))}")
     model.values = loaded
     return model
 
