@@ -497,3 +497,19 @@ def test_switch_rules_hold_for_any_platform_values(root: Any, gateway: Any, moni
     assert policies == bindings
     assert len(policies) == (0 if not vap else 5 + bool(root))
     assert validate.validate_objects(objects(result.output.decode())) == []
+
+
+def test_every_platform_key_the_templates_read_is_documented() -> None:
+    """The `_cluster` keys the templates read (by name, in `index` or the switch
+    helper) are exactly the fields the values.yaml comments document."""
+    import re
+
+    from cozyrender.chartdocs.grammar import parse
+
+    text = "".join(p.read_text() for p in (BASICS / "templates").glob("*"))
+    read = set(re.findall(r'index (?:\$cluster|\.Values\._cluster|\(\.Values\._cluster[^)]*\)) '
+                          r'"([a-z-]+)"', text))
+    read |= set(re.findall(r'basics\.switchOn" \(list \$cluster "([a-z-]+)"', text))
+    model = parse((BASICS / "values.yaml").read_text())
+    documented = {f.name for f in model.typedefs["Cluster"].fields}
+    assert read == documented == {"root-host", "gateway-enabled", "monitoring-enabled", "gpu-vgpu"}
