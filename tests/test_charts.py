@@ -215,8 +215,7 @@ def test_explicit_host_wins_and_no_parent_host_means_empty() -> None:
 FLAGS = [(True, "true"), (False, "false"), ("true", "true"), ("false", "false"), (None, "false")]
 
 
-@pytest.mark.parametrize("requested, requested_out", [(True, "true"), (False, "false"),
-                                                      (None, "false")])
+@pytest.mark.parametrize("requested, requested_out", FLAGS)
 @pytest.mark.parametrize("parent, parent_out", FLAGS)
 def test_vgpu_render_inputs(requested: object, requested_out: str, parent: object,
                             parent_out: str) -> None:
@@ -266,6 +265,29 @@ def test_access_level_bindings(release: str, namespace: str, tenants: list[str])
 
 
 # ---------------------------------------------------------------- quota
+
+def go_v(number: float) -> str:
+    """Go's `%v` of a float64 (Sprig's toString): the shortest digits that read
+    back, in exponent form when the decimal exponent is below -4 or 6 or more."""
+    sign, digits, exponent = Decimal(repr(float(number))).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    power = len(digits) + exponent - 1
+    if number == 0:
+        return "0"
+    if power < -4 or power >= 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        return f"{'-' if sign else ''}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    return f"{Decimal(repr(float(number))).normalize():f}"
+
+
+@pytest.mark.parametrize("number, text", [  # printed by helm 4's toString
+    (100000, "100000"), (999999, "999999"), (1000000, "1e+06"), (1234567, "1.234567e+06"),
+    (0.0001, "0.0001"), (0.00001, "1e-05"), (0.1, "0.1"), (123456.5, "123456.5"),
+    (1e20, "1e+20"), (12345678901234567890, "1.2345678901234567e+19"),
+    (1 / 3, "0.3333333333333333"), (0, "0"), (-2.5, "-2.5")])
+def test_go_v_model(number: float, text: str) -> None:
+    assert go_v(number) == text
+
 
 RATIOS = {"cpu": ("cpu-allocation-ratio", 10), "memory": ("memory-allocation-ratio", 1),
           "ephemeral-storage": ("ephemeral-storage-allocation-ratio", 40)}
@@ -331,8 +353,8 @@ def test_quota_flattening_and_allocation_ratios(quotas: dict[str, object],
                 assert math.isclose(got, exact, rel_tol=1e-12, abs_tol=1e-15)
             else:
                 assert got == int(got) and 0 <= exact - got < 1 + exact * Decimal(1e-12)
-        elif key in RATIOS:
-            assert hard[quota_key] == str(value)  # limits as text
+        elif key in RATIOS:  # limits as text, a number as Go's %v prints it
+            assert hard[quota_key] == (value if isinstance(value, str) else go_v(value))
         else:
             assert hard[quota_key] == value
     assert one(objs, "LimitRange")["metadata"]["name"] == "tenant-range-limits"
@@ -418,7 +440,7 @@ def test_no_budget_key_survives_post_render(quotas: dict[str, object]) -> None:
     ({"resourceQuotas": {"gpuclass.cozystack.io/devices": "2k"}},
      "/resourceQuotas/gpuclass.cozystack.io~1devices"),
     ({"gpu": {"vgpu": "yes"}}, "/gpu/vgpu"),
-    ({"gpu": {"vgpu": "true"}}, "/gpu/vgpu"),
+    ({"gpu": {"vgpu": 1}}, "/gpu/vgpu"),
     ({"etcd": "yes"}, "/etcd"),
     ({"gateway": None}, "/gateway"),                                    # Cozystack refuses too
     ({"host": 1}, "/host"),
