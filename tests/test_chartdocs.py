@@ -192,6 +192,7 @@ def test_bad_type_expressions(bad: str) -> None:
     ("## @param {string} x - a\n- a list\n", "values must be a mapping"),
     ("## @param {string} x - a\nx: a\ny: 1\nz: 2\n",
      "values.yaml: values without a ## @param comment: y, z"),
+    ("## @param {string} no - a\nno: a\n", "values.yaml: top-level key False is not a string"),
 ])
 def test_errors_name_file_and_line(text: str, message: str) -> None:
     with pytest.raises(DocsError, match=__import__("re").escape(message)):
@@ -306,7 +307,12 @@ def test_deep_merge_properties(base: dict, overlay: dict) -> None:
             assert merged[key] == base[key]                         # the rest is kept
 
 
-@given(st.dictionaries(st.from_regex(r"[a-z][a-zA-Z0-9]{0,6}", fullmatch=True),
+# keys YAML reads as themselves (not `no`, `on`, `null`, ... which YAML 1.1 turns into bools/null)
+KEYS = st.from_regex(r"[a-z][a-zA-Z0-9]{0,6}", fullmatch=True).filter(
+    lambda k: __import__("yaml").safe_load(k) == k)
+
+
+@given(st.dictionaries(KEYS,
                        st.sampled_from(["string", "bool", "int", "quantity", "[]string",
                                         "map[string]int", "*bool", "object"]),
                        min_size=1, max_size=6))

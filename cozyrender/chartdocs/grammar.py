@@ -157,7 +157,11 @@ def parse(text: str, values_text: str | None = None, source: str = "values.yaml"
         loaded = {}
     if not isinstance(loaded, dict):
         raise DocsError(f"{source}: values must be a mapping")
-    undocumented = [str(k) for k in loaded if k not in {p.name for p in model.params}]
+    odd = [k for k in loaded if not isinstance(k, str)]
+    if odd:
+        raise DocsError(f"{source}: top-level key {odd[0]!r} is not a string "
+                        f"(YAML reads an unquoted no/yes/on/off/null or number so); quote it")
+    undocumented = [k for k in loaded if k not in {p.name for p in model.params}]
     if undocumented:
         # Rule: every top-level value is documented, so the schema and README
         # cannot silently miss a key the chart reads (Cozystack's apps all do this).
