@@ -33,10 +33,20 @@ DATA = ROOT / "tests" / "data" / "cozystack-3c780acd"
 SHARED = ROOT.parent / "shared" / "reference" / "cozystack-3c780acd"
 
 
+def _renders_tenant(case: Path) -> bool:
+    """A reference of Cozystack's tenant chart (the folder also holds
+    cozystack-basics references, which test the basics chart)."""
+    for name in ("upstream.yaml", "upstream-error.txt"):
+        if (case / name).is_file():
+            first = (case / name).read_text(encoding="utf-8").partition("\n")[0]
+            return "<upstream apps/tenant>" in first
+    return False
+
+
 def reference_dirs() -> list[Path]:
-    dirs = sorted(p for p in DATA.iterdir() if (p / "values.yaml").is_file())
+    dirs = sorted(p for p in DATA.iterdir() if p.is_dir() and _renders_tenant(p))
     if SHARED.is_dir():
-        dirs += sorted(SHARED.glob("tenant-*"))
+        dirs += sorted(p for p in SHARED.iterdir() if p.is_dir() and _renders_tenant(p))
     return dirs
 
 

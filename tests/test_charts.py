@@ -388,6 +388,15 @@ def test_bad_allocation_ratio_is_refused(ratio: str) -> None:
         tenant({"_cluster": {"cpu-allocation-ratio": ratio}, "resourceQuotas": {"cpu": 1}})
 
 
+@pytest.mark.parametrize("key, value", [("memory", "9Ei"), ("ephemeral-storage", "1000Ei"),
+                                        ("memory", "-9Ei")])
+def test_byte_requests_past_64_bits_are_refused(key: str, value: str) -> None:
+    """Cozystack's chart wraps these to -9223372036854775808: refused instead."""
+    with pytest.raises(RenderError, match=f"resourceQuotas.{key}: the request {value} / "):
+        tenant({"resourceQuotas": {key: value}})
+    assert one(tenant({"resourceQuotas": {key: "7Ei"}}), "ResourceQuota")  # still fits
+
+
 def test_limitrange_defaults() -> None:
     limits = one(tenant({"resourceQuotas": {"pods": 3}}), "LimitRange")["spec"]["limits"]
     assert limits == [{"type": "Container",

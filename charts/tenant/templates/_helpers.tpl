@@ -266,7 +266,8 @@ Rules (Cozystack's):
 - storage becomes requests.storage only;
 - cpu, memory and ephemeral-storage become a limit (the value, as text) and
   a request: the value divided by the allocation ratio (tenant.ratio); cpu
-  stays fractional, memory and ephemeral storage are cut to whole bytes;
+  stays fractional, memory and ephemeral storage are cut to whole bytes
+  (refused past 2^63 bytes, where Cozystack's output wraps to a negative);
 - any other key becomes requests.<key> and limits.<key> with the value as
   written, also a key already spelled requests.X or limits.X (which thus
   becomes requests.requests.X and limits.requests.X, as Cozystack renders it).
@@ -287,7 +288,15 @@ post-renderer removes them from the quota.
 {{- $_ := set $hard "requests.storage" $value -}}
 {{- else if hasKey $ratios $key }}
 {{- $request := divf (include "tenant.quantityNumber" $value | float64) (get $ratios $key | float64) -}}
-{{- if ne $key "cpu" }}{{ $request = int $request }}{{ end -}}
+{{- if ne $key "cpu" -}}
+{{- /* Whole bytes as a 64-bit integer: past 2^63 the conversion wraps to a
+       negative number (Cozystack renders -9223372036854775808 for 9Ei),
+       which no quota can hold, so such a request stops the render. */ -}}
+{{- if or (ge $request 9223372036854775807.0) (le $request -9223372036854775808.0) -}}
+{{- fail (printf "resourceQuotas.%s: the request %v / %s does not fit a 64-bit quantity of bytes" $key $value (get $ratios $key)) -}}
+{{- end -}}
+{{- $request = int $request -}}
+{{- end -}}
 {{- $_ := set $hard (printf "requests.%s" $key) (toString $request) -}}
 {{- $_ := set $hard (printf "limits.%s" $key) (toString $value) -}}
 {{- else }}
