@@ -364,3 +364,26 @@ def test_schema_refusal_names_the_key_through_helm() -> None:
         objs({"resourceQuotas": {"x.y.gpuclass.cozystack.io/devices": 1}})
     with pytest.raises(RenderError, match="a100.gpuclass.cozystack.io~1devices"):
         objs({"resourceQuotas": {"a100.gpuclass.cozystack.io/devices": "2\n"}})
+
+
+# ---------------------------------------------------------------- hostile names
+
+@settings(max_examples=120, deadline=None)
+@given(st.text(alphabet="abcAZ09-._/ ", min_size=1, max_size=70),
+       st.from_regex(r"tenant-[a-z0-9.]{1,40}", fullmatch=True))
+def test_any_namespace_gives_a_valid_tenant_namespace_or_a_refusal(namespace: str,
+                                                                   release: str) -> None:
+    """Whatever the release namespace (the attacker's lever: it is the parent's
+    name), the chart either names a DNS-1123 label built from it, or refuses."""
+    import re
+
+    try:
+        objects = objs(namespace=namespace, release=release)
+    except RenderError:
+        return
+    word = release.split("-", 1)[1]
+    expected = f"tenant-{word}" if namespace == "tenant-root" else f"{namespace}-{word}"
+    assert re.fullmatch(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", expected)
+    assert namespace.startswith("tenant-") and "-" not in word
+    names = {o["metadata"].get("namespace") for o in objects} - {"cozy-system", "cozy-public"}
+    assert names == {None, expected}

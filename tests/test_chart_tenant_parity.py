@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from cozyrender import render
+from cozyrender import render, validate
 from cozyrender.entitlement import VGPU_LABEL
 from cozyrender.keys import in_budget_domain
 from cozyrender.postrender import PostRenderError, post_render
@@ -181,7 +181,11 @@ def test_parity_with_cozystack(case: Path, helm4: Path) -> None:
         return
     release, namespace, api = header(upstream_file)
     raw = render_ours(case / "values.yaml", release, namespace, api, helm4)
-    ours = canonical(yaml.safe_load_all(post_render(raw.encode()).output))
+    output = post_render(raw.encode()).output
+    documents = list(yaml.safe_load_all(output))
+    findings = [str(f) for f in validate.validate_objects(documents)]  # offline schemas
+    assert findings == [], findings
+    ours = canonical(documents)
     upstream = canonical(yaml.safe_load_all(upstream_file.read_text(encoding="utf-8")))
     problems = diff(expected_from_upstream(upstream, values), ours)
     assert not problems, "\n".join(problems)
