@@ -108,13 +108,10 @@ Rule: a tenant's administrators administer every tenant below it.
 tenant.levelsFrom: JSON list of the access levels at or above the argument,
 in name order (admin, super-admin, use, view), as Cozystack lists them.
 Rule: the levels rank view < use < admin < super-admin, and a group of a
-higher level holds every lower level's rights. An unknown level fails.
+higher level holds every lower level's rights.
 */}}
 {{- define "tenant.levelsFrom" -}}
 {{- $rank := dict "view" 0 "use" 1 "admin" 2 "super-admin" 3 -}}
-{{- if not (hasKey $rank .) -}}
-{{- fail (printf "unknown access level %q (view, use, admin or super-admin)" .) -}}
-{{- end -}}
 {{- $min := get $rank . -}}
 {{- $levels := list -}}
 {{- range $level := keys $rank | sortAlpha }}
