@@ -387,3 +387,20 @@ def test_any_namespace_gives_a_valid_tenant_namespace_or_a_refusal(namespace: st
     assert namespace.startswith("tenant-") and "-" not in word
     names = {o["metadata"].get("namespace") for o in objects} - {"cozy-system", "cozy-public"}
     assert names == {None, expected}
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"gpu": {"vgpu": "yes"}}, "gpu.vgpu must be true or false, got yes"),
+    ({"_namespace": {"vgpu": 1}}, "_namespace.vgpu must be true or false, got 1"),
+])
+def test_render_inputs_hold_without_the_schema(helm4: Path, tmp_path: Path, values: dict,
+                                               message: str) -> None:
+    """`helm template --skip-schema-validation` skips the schema; the chart still
+    never hands the post-renderer a render input other than "true"/"false"."""
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(json.dumps(values))
+    proc = subprocess.run([str(helm4), "template", "tenant-a", str(TENANT), "-n", "tenant-root",
+                           "-f", str(values_file), "--skip-schema-validation"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert message in proc.stderr
