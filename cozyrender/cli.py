@@ -23,10 +23,12 @@ COMMANDS: dict[str, str] = {
     "gpuclass": "cozyrender.commands.gpuclass:command",
     "flux": "cozyrender.commands.flux:command",
     "completion": "cozyrender.commands.completion:command",
+    "chart": "cozyrender.commands.chartdocs:command",
 }
 # What `cozyrender --help` lists, whole (click would cut each docstring's first
 # sentence at the terminal's width), without importing every command.
 SUMMARIES: dict[str, str] = {
+    "chart": "Generate a chart's values.schema.json and README parameters from its values.yaml",
     "catalog": "The GPU catalog of a cluster state: free units, nodes and conflicts per GPU class",
     "check": "Check a write (or audit a whole state) against the GPU budgets and GPU classes",
     "completion": "Print the shell completion script (bash, zsh, fish)",

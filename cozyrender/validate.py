@@ -1,10 +1,15 @@
 """Offline validation of rendered manifests against the Kubernetes 1.35 schemas
-bundled by `kubernetes-validate` (strict variant: unknown fields are errors).
+bundled by `kubernetes-validate` (strict variant: unknown fields are errors),
+and against the CRD schemas of the custom kinds the charts render, bundled in
+`cozyrender/schemas/` (Cilium network policies, Flux HelmRelease,
+KeycloakRealmGroup) or read from our own GPUClass CRD.
 
 `kubernetes_validate.validate` re-reads a 1.6 MB definitions file on every
 call; here the definitions registry and one validator per kind are loaded
-once and cached. Kinds without a bundled schema (CRDs such as HelmRelease or
-GPUClass) are not errors, only warnings.
+once and cached. A custom resource is validated as the API server would:
+its CRD's structural schema (unknown fields refused when strict, nullable
+honoured) with `metadata` checked as an ObjectMeta. Kinds with no schema at
+all are not errors, only warnings.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 KUBERNETES_VERSION = "1.35.0"
@@ -56,6 +62,45 @@ def _registry(strict: bool) -> Any:
     return Resource.from_contents(definitions) @ Registry()
 
 
+_OBJECT_META = ("https://kubernetes.io/api/_definitions.json#/$defs/"
+                "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta")
+GPUCLASS_CRD = (Path(__file__).resolve().parent.parent / "charts" / "cozystack-basics" / "crds"
+                / "gpuclasses.cozystack.io.yaml")
+
+
+# (apiVersion, kind) -> the bundled schema file in cozyrender/schemas/
+BUNDLED_CUSTOM_KINDS: dict[tuple[str, str], str] = {
+    ("cilium.io/v2", "CiliumNetworkPolicy"): "cilium.io_v2_ciliumnetworkpolicy.json",
+    ("cilium.io/v2", "CiliumClusterwideNetworkPolicy"):
+        "cilium.io_v2_ciliumclusterwidenetworkpolicy.json",
+    ("helm.toolkit.fluxcd.io/v2", "HelmRelease"): "helm.toolkit.fluxcd.io_v2_helmrelease.json",
+    ("v1.edp.epam.com/v1", "KeycloakRealmGroup"): "v1.edp.epam.com_v1_keycloakrealmgroup.json",
+}
+GPUCLASS_API_VERSION = "cozystack.io/v1alpha1"
+
+
+def _crd_schema(kind: str, api_version: str) -> dict[str, Any] | None:
+    """The openAPIV3Schema of a custom kind: bundled, or our own GPUClass CRD
+    (read from the chart, so it is always the CRD the chart installs)."""
+    if (api_version, kind) == (GPUCLASS_API_VERSION, "GPUClass"):
+        if not GPUCLASS_CRD.is_file():
+            return None
+        import yaml
+
+        from cozyrender.schemas.crd import served_schema
+        from cozyrender.yamlio import SafeLoader
+
+        crd = yaml.load(GPUCLASS_CRD.read_text(encoding="utf-8"), Loader=SafeLoader)
+        return served_schema(crd, api_version.split("/", 1)[1])
+    name = BUNDLED_CUSTOM_KINDS.get((api_version, kind))
+    if name is None:
+        return None
+    import importlib_resources
+
+    path = importlib_resources.files("cozyrender.schemas") / name
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
 def _schema_file(kind: str, api_version: str) -> str:
     # rbac.authorization.k8s.io/v1 -> rbac-v1, apps/v1 -> apps-v1, v1 -> v1
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
@@ -68,9 +113,18 @@ def _validator(kind: str, api_version: str, strict: bool) -> Any | None:
     import jsonschema
 
     path = _schema_dir(strict) / _schema_file(kind, api_version)
-    if not path.is_file():
-        return None
-    schema = json.loads(path.read_text())
+    if path.is_file():
+        schema = json.loads(path.read_text())
+    else:
+        crd = _crd_schema(kind, api_version)
+        if crd is None:
+            return None
+        from cozyrender.schemas.crd import to_json_schema
+
+        schema = to_json_schema(crd, strict=strict, object_meta_ref=_OBJECT_META)
+        # apiVersion and kind are fixed for the kind looked up
+        schema.setdefault("required", [])
+        schema["required"] = sorted({*schema["required"], "apiVersion", "kind"})
     return jsonschema.Draft202012Validator(schema, registry=_registry(strict))
 
 

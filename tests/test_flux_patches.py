@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from cozyrender import flux
 from cozyrender.golden import find_cases, run_golden
+from cozyrender.keys import InvalidBudgetKey, in_budget_domain, parse_budget_key
 from cozyrender.postrender import post_render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,10 +194,21 @@ BUDGET = st.builds(lambda p, c, r: f"{p}{c}gpuclass.cozystack.io/{r}", PREFIX, C
 QUOTAS = st.dictionaries(st.one_of(ORDINARY, BUDGET), st.integers(0, 9), max_size=6)
 
 
+def _budget_key_ok(key: str) -> bool:
+    try:
+        parse_budget_key(key)
+    except InvalidBudgetKey:
+        return False
+    return True
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(quotas=QUOTAS, requested=FLAG, parent=st.one_of(st.none(), FLAG),
        cluster=st.one_of(st.none(), FLAG))
 def test_property_chart_render_equivalence(quotas, requested, parent, cluster, kubectl, tmp_path_factory):
+    # The tenant chart's schema refuses malformed budget keys (tests/test_chart_tenant.py);
+    # how the post-renderer treats them is the stream-level property's to check.
+    quotas = {k: v for k, v in quotas.items() if not in_budget_domain(k) or _budget_key_ok(k)}
     values: dict = {"resourceQuotas": quotas, "gpu": {"vgpu": requested},
                     "_namespace": {"host": "example.org"}, "_cluster": {"root-host": "example.org"}}
     if parent is not None:
