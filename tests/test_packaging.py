@@ -22,6 +22,12 @@ import yaml
 from tests.conftest import ROOT
 
 WHEELHOUSE = Path(os.environ.get("COZYRENDER_WHEELHOUSE") or ROOT / ".venv" / "wheelhouse")
+def chart_archive(name: str) -> str:
+    """`helm package`'s file name for a chart of this repository: NAME-VERSION.tgz."""
+    version = yaml.safe_load((ROOT / "charts" / name / "Chart.yaml").read_text())["version"]
+    return f"{name}-{version}.tgz"
+
+
 CRD = "cozyrender/_charts/cozystack-basics/crds/gpuclasses.cozystack.io.yaml"
 
 
@@ -59,7 +65,7 @@ def test_dist_holds_every_artifact(dist):
     names = sorted(str(p.relative_to(dist)) for p in dist.rglob("*") if p.is_file())
     assert names == sorted([
         f"cozyrender-{v}-py3-none-any.whl", f"cozyrender-{v}.tar.gz",
-        "charts/tenant-0.1.0.tgz", "charts/cozystack-basics-0.1.0.tgz", "charts/index.yaml",
+        f"charts/{chart_archive('tenant')}", f"charts/{chart_archive('cozystack-basics')}", "charts/index.yaml",
         f"helm-plugin/cozyrender-{v}.tgz",
     ]), names
     with zipfile.ZipFile(dist / f"cozyrender-{v}-py3-none-any.whl") as wheel:
@@ -155,7 +161,7 @@ def test_helm4_installs_the_plugin_archive_and_post_renders(installed, dist, hel
     assert added.returncode == 0, added.stderr
     listed = run(installed, helm4, "plugin", "list", cwd=tmp_path, env=env)
     assert b"cozyrender" in listed.stdout and b"postrenderer/v1" in listed.stdout
-    chart = dist / "charts" / "tenant-0.1.0.tgz"
+    chart = dist / "charts" / chart_archive("tenant")
     values = ["--set", "resourceQuotas.cpu=2", "--set", "resourceQuotas.a100\\.gpuclass\\.cozystack\\.io/devices=2"]
     through_helm = run(installed, helm4, "template", "tenant-foo", chart, "-n", "tenant-root", *values,
                        "--post-renderer", "cozyrender", cwd=tmp_path, env=env)
