@@ -93,12 +93,15 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
             chunk.number,
             source_of(data, chunk),
         ) from None
+    view = in_stream_view(text, chunk.start)
+    if view is not text:
+        text, raw = view, view.encode("utf-8")
     if not checked:
         try:
-            aliased = check_chunk(raw)
+            needs_tree = check_chunk(raw, chunk.after_end)
         except SyntaxProblem as err:
             raise PostRenderError(str(err), chunk.number, source_of(data, chunk)) from None
-        if not (aliased or mentions_rule_kind(data, chunk)):
+        if not (needs_tree or mentions_rule_kind(data, chunk)):
             return None
     source = source_of(data, chunk)
     try:
@@ -112,12 +115,26 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
     return document
 
 
+def in_stream_view(text: str, start: int) -> str:
+    """The text of a chunk as libyaml reads it inside the stream. A byte
+    order mark at the stream's start is the encoding's signature (the Editor
+    holds it apart); one that starts a later chunk (after a `...` line) is
+    skipped as one column of blank, so it is read as a space: same offsets,
+    same columns, same verdict as in the whole stream."""
+    if start > 0 and text.startswith("\ufeff"):
+        return " " + text[1:]
+    return text
+
+
 def compose_checked(text: str, checked: bool = False) -> tuple[Node | None, bool]:
     """One YAML document composed after the checks every chunk gets (unless
     `checked` says they ran): (its root, None when empty; whether it uses
-    aliases or merge keys). Raises SyntaxProblem."""
+    aliases or merge keys). A leading byte order mark is not part of the
+    document (marks count from after it, as the Editor does). Raises SyntaxProblem."""
     if not checked:
         check_chunk(text.encode("utf-8"))
+    if text.startswith("\ufeff"):
+        text = text[1:]
     try:
         root = yaml.compose(text, Loader=Loader)
     except yaml.YAMLError as err:  # check_chunk passed it: a parser disagreement
@@ -150,9 +167,21 @@ def kube_objects(document: Document) -> list[KubeObject]:
 
 def _construct(document: Document, node: Node) -> dict:
     try:
+        return construct(node)
+    except SyntaxProblem as err:
+        raise document.error(str(err)) from None
+
+
+def construct(node: Node) -> object:
+    """A node tree as Python values, as the safe constructor builds them;
+    SyntaxProblem for a value it refuses (a bad timestamp, a `!!binary`
+    that is not base64, a number too long for int())."""
+    try:
         return SafeConstructor().construct_document(node)
     except ConstructorError as err:
-        raise document.error(f"unsupported YAML: {describe_yaml_error(err)}") from None
+        raise SyntaxProblem(f"unsupported YAML: {describe_yaml_error(err)}") from None
+    except (ValueError, TypeError, OverflowError) as err:
+        raise SyntaxProblem(f"unsupported YAML: {' '.join(str(err).split())}") from None
 
 
 def structure_problem(root: Node) -> tuple[str | None, bool]:

@@ -8,13 +8,12 @@ text edits from `yamledit`.
 from __future__ import annotations
 
 import yaml
-from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from cozyrender import values_secret
 from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL, label_value
 from cozyrender.postrender import rules
-from cozyrender.postrender.document import SHARED_NODES, KubeObject, compose_checked
+from cozyrender.postrender.document import SHARED_NODES, KubeObject, compose_checked, construct
 from cozyrender.postrender.errors import EditError
 from cozyrender.postrender.syntax import SyntaxProblem, describe_yaml_error
 from cozyrender.postrender.yamledit import STR_TAG, Editor, child, find_entry, is_null
@@ -177,7 +176,7 @@ def edit_values(text: str, entitled: bool) -> str:
     """A tenant's values.yaml with `_namespace.vgpu` and `_cluster.gpu-vgpu`
     made right; the rest as written."""
     root, shared = compose_checked(text)
-    values = SafeConstructor().construct_document(root) if root is not None else None
+    values = construct(root) if root is not None else None
     decision = rules.decide_values(values, entitled)
     if not decision.changed:
         return text

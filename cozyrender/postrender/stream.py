@@ -1,53 +1,93 @@
 """Reading and writing the stream: the kio reader/writer of the pipeline.
 
-The input is split into chunks at `---` lines in column 0 (a document marker
-in YAML wherever it stands, block scalars included) and after `...` lines.
-Each chunk holds at most one document, with its separator and comments, so
-writing the chunks back unchanged reproduces the input byte for byte.
-Sniffing decides which chunks a rule may need; only those become node trees.
+The input is split into chunks where libyaml's scanner sees document
+boundaries: at `---` at the start of a line (a document marker wherever it
+stands, block scalars included), after `...` lines, with the `%` directives
+(and the comment or blank lines between them and their `---`) kept with the
+document they precede, and consecutive `...` lines kept together (libyaml
+skips the extra ones). A line starts after LF, CRLF, a lone CR, NEL, LS or
+PS, the line breaks libyaml knows. Each chunk holds at most one document,
+with its separator and comments, so writing the chunks back unchanged
+reproduces the input byte for byte. Sniffing decides which chunks a rule may
+need; only those become node trees.
 """
 
 from __future__ import annotations
 
 import re
 
-_BOUNDARY = re.compile(rb"^---(?=[ \t\r\n]|$)|^\.\.\.(?:[ \t][^\n]*)?(?:\r?\n|$)", re.M)
+# A line start as libyaml sees it: the stream start, or after any of its line breaks.
+_LINE_START = rb"(?:\A|(?<=[\n\r])|(?<=\xc2\x85)|(?<=\xe2\x80\xa8)|(?<=\xe2\x80\xa9))"
+_AFTER_MARKER = rb"(?=[ \t\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9]|\Z)"
+_BREAK = rb"(?:\r\n|[\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9])"
+_BOUNDARY = re.compile(
+    _LINE_START + rb"(?:(?P<start>---)" + _AFTER_MARKER
+    + rb"|\.\.\." + _AFTER_MARKER + rb"(?:[ \t]+#(?:(?!" + _BREAK + rb").)*|[ \t]*)(?:" + _BREAK + rb"|\Z))",
+    re.S,
+)
+# The lines that may stand between a `...` line and the next, or between a
+# directive and its `---`: blank (spaces and tabs) or comment lines.
+_FILLER = re.compile(rb"(?:[ \t]*(?:#(?:(?!" + _BREAK + rb").)*)?" + _BREAK + rb")*\Z", re.S)
 
 # Kinds some rule reads. A chunk that mentions none of them, defines no
 # anchor and starts like a mapping is passed through unparsed.
 _RULE_KINDS = (b"Namespace", b"ResourceQuota", b"LimitRange", b"Secret", b"List")
 _SOURCE_COMMENT = re.compile(rb"^# Source: (.+?)\r?$", re.M)
 _FILENAME_ANNOTATION = re.compile(rb"postrenderer\.helm\.sh/postrender-filename\W+([^\s'\",}]+)")
+BOM = b"\xef\xbb\xbf"
 
 
 class Chunk:
-    """Bytes [start, end) of the input; `number` is its 1-based position."""
+    """Bytes [start, end) of the input; `number` is its 1-based position;
+    `after_end` says it follows a `...` line (its document, if any, must then
+    start with `---`, as libyaml requires)."""
 
-    __slots__ = ("number", "start", "end")
+    __slots__ = ("number", "start", "end", "after_end")
 
-    def __init__(self, number: int, start: int, end: int) -> None:
-        self.number, self.start, self.end = number, start, end
+    def __init__(self, number: int, start: int, end: int, after_end: bool = False) -> None:
+        self.number, self.start, self.end, self.after_end = number, start, end, after_end
 
 
 def split_chunks(data: bytes) -> list[Chunk]:
     cuts = [0]
+    dots = [False]  # whether each cut follows a `...` line
     for match in _BOUNDARY.finditer(data):
-        if match.group().startswith(b"-"):
-            cut = match.start()
-            while cut > cuts[-1] and _line_before(data, cut).startswith(b"%"):
-                cut -= len(_line_before(data, cut))  # a directive belongs to the document it precedes
-        else:
-            cut = match.end()
-        if cut != cuts[-1]:
+        if match.group("start"):
+            cut = _directives_start(data, cuts[-1], match.start())
+            if cut != cuts[-1]:
+                cuts.append(cut)
+                dots.append(False)
+            continue
+        cut = match.end()
+        if dots[-1] and len(cuts) > 1 and _FILLER.match(data, cuts[-1], match.start()):
+            cuts[-1] = cut  # another `...` (comment or blank lines between): the same end
+        elif cut != cuts[-1]:
             cuts.append(cut)
+            dots.append(True)
     if cuts[-1] != len(data):
         cuts.append(len(data))
-    return [Chunk(number, start, end) for number, (start, end) in enumerate(zip(cuts, cuts[1:]), 1)]
+        dots.append(False)
+    return [Chunk(number, start, end, dots[number - 1])
+            for number, (start, end) in enumerate(zip(cuts, cuts[1:]), 1)]
 
 
-def _line_before(data: bytes, pos: int) -> bytes:
-    """The whole line ending just before `pos` (its line break included)."""
-    return data[data.rfind(b"\n", 0, pos - 1) + 1:pos]
+def _directives_start(data: bytes, floor: int, marker: int) -> int:
+    """Where the document whose `---` is at `marker` starts: before its
+    directives, with the blank or comment lines between them and the marker;
+    at the marker when it has none. Walks back line by line from the marker."""
+    cut = pos = marker
+    while pos > floor:
+        content_end = pos - 1
+        if content_end > floor and data[content_end] == 0x0A and data[content_end - 1] == 0x0D:
+            content_end -= 1
+        start = max(data.rfind(b"\n", floor, content_end), data.rfind(b"\r", floor, content_end), floor - 1) + 1
+        line = data[start:pos]
+        if line.startswith(b"%"):
+            cut = start
+        elif not _FILLER.match(line):
+            break
+        pos = start
+    return cut
 
 
 def mentions_rule_kind(data: bytes, chunk: Chunk) -> bool:

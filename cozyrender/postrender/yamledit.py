@@ -10,6 +10,7 @@ Block and flow (JSON) styles are both handled. Pure text manipulation, no I/O.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -17,6 +18,8 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from cozyrender.postrender.errors import EditError
 
 STR_TAG = "tag:yaml.org,2002:str"
+# A block scalar's header from its start mark: properties, then | or > and its indicators.
+_BLOCK_HEADER = re.compile(r"(?:[&!][^ \t\r\n]*[ \t]+)*[|>]([-+0-9]*)")
 NULL_TAG = "tag:yaml.org,2002:null"
 
 Value = str | bool | int | float | list | dict | None
@@ -50,7 +53,11 @@ class Editor:
     """Collects non-overlapping text edits over one YAML text."""
 
     def __init__(self, text: str) -> None:
-        self.text = text
+        # A byte order mark at the start is not counted in libyaml's marks
+        # (its reader takes it as the encoding's signature): it is held apart
+        # and put back in front of the result, so edits land where the marks say.
+        self.prefix = "\ufeff" if text.startswith("\ufeff") else ""
+        self.text = text[len(self.prefix):]
         self._edits: list[tuple[int, int, str]] = []
         # New lines follow the document's own line breaks (CRLF stays CRLF).
         self.newline = "\r\n" if "\r\n" in text else "\n"
@@ -74,7 +81,7 @@ class Editor:
             pieces.append(replacement)
             cursor = end
         pieces.append(self.text[cursor:])
-        return "".join(pieces)
+        return self.prefix + "".join(pieces)
 
     # -- positions ---------------------------------------------------------
 
@@ -98,6 +105,15 @@ class Editor:
         `at` is not already at the start of a line."""
         prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
         self.replace(at, at, prefix + text)
+
+    def entry_column(self, key_node: Node) -> int:
+        """The column where the block-mapping entry of `key_node` starts: its
+        key's, or that of the `?` of an explicit key."""
+        start = key_node.start_mark.index
+        before = self.text[self._line_start(start):start].rstrip(" \t")
+        if before.endswith("?"):
+            return len(before) - 1
+        return key_node.start_mark.column
 
     def _block_entry_start(self, key_node: Node) -> int:
         start = key_node.start_mark.index
@@ -152,7 +168,7 @@ class Editor:
         if not mapping.value:
             raise EditError("cannot add to an empty block mapping")
         last_key, last_value = mapping.value[-1]
-        indent = last_key.start_mark.column
+        indent = self.entry_column(last_key)
         self.insert_lines(self.content_end(last_value), _block_entry(key, value, indent))
 
     def add_flow_entry(self, mapping: MappingNode, text: str) -> None:
@@ -160,9 +176,8 @@ class Editor:
         if mapping.value:
             at = mapping.value[-1][1].end_mark.index
             self.replace(at, at, ", " + text)
-        else:
-            at = mapping.start_mark.index + 1
-            self.replace(at, at, text)
+        else:  # before the closing brace: an anchor or tag stands before the opening one
+            self.replace(self._flow_close(mapping), self._flow_close(mapping), text)
 
     def replace_entry(self, mapping: MappingNode, index: int, key: str, value: Value) -> None:
         """Put a new entry where entry `index` stood."""
@@ -227,23 +242,79 @@ class Editor:
                 break
         end = node.end_mark.index
         if isinstance(node, ScalarNode) and node.style in ("|", ">"):
-            header = self.text[node.start_mark.index:self.line_end(node.start_mark.index)]
-            if "+" not in header.split("#", 1)[0]:  # clip or strip: trailing blank lines are not content
-                while end > node.start_mark.index and self.text[end - 1] in " \t\r\n":
-                    end -= 1
-            elif end == self._line_start(end):
-                return end
+            return self._block_scalar_end(node)
         elif end > 0 and end == self._line_start(end) and self.text[end - 1] == "\n":
             end -= 1  # a block collection's mark at the next line: its content ended before
         return self.line_end(end)
 
+    def _block_scalar_end(self, node: ScalarNode) -> int:
+        """`content_end` of a block scalar (| or >). Keep chomping (+): its
+        end mark, trailing blank lines included. Clip and strip: past the last
+        line holding content, that is more than the scalar's indentation;
+        lines of no more than that many spaces are not content, a line of more
+        spaces is (`"x\\n \\n"`)."""
+        text, start, end = self.text, node.start_mark.index, node.end_mark.index
+        header_end = self.line_end(start)
+        indicator = _BLOCK_HEADER.match(text, start, header_end)
+        if indicator is None:
+            raise EditError("a block scalar whose header this editor cannot read")
+        if "+" in indicator.group(1):
+            return end if end == self._line_start(end) else self.line_end(end)
+        lines = []
+        at = header_end
+        while at < end:
+            next_at = self.line_end(at)
+            lines.append((at, text[at:next_at].rstrip("\r\n")))
+            at = next_at
+        explicit = next((ch for ch in indicator.group(1) if ch.isdigit()), None)
+        first = next((line for _, line in lines if line.strip(" ")), None)
+        if first is None:
+            return header_end  # no line holds more than spaces: nothing but blank lines
+        if explicit is None:
+            leading = 0
+            for _, line in lines:
+                if line.strip(" "):
+                    break
+                leading = max(leading, len(line))
+            indent = max(leading, len(first) - len(first.lstrip(" ")))
+        else:
+            value_first = next((line for line in node.value.split("\n") if line.strip(" ")), None)
+            if value_first is None:
+                raise EditError("a block scalar whose indentation this editor cannot tell")
+            indent = (len(first) - len(first.lstrip(" "))) - (len(value_first) - len(value_first.lstrip(" ")))
+        last = header_end
+        for line_start, line in lines:
+            if len(line) > indent:
+                last = self.line_end(line_start)
+        return last
+
     def item_dash(self, sequence: SequenceNode, index: int) -> int:
-        """The offset of block-sequence item `index`'s `-`, which must begin its line."""
-        item = sequence.value[index]
-        dash = self.text.rfind("-", 0, item.start_mark.index)
-        if sequence.flow_style or dash < 0 or self.text[dash + 1:item.start_mark.index].strip():
+        """The offset of block-sequence item `index`'s `-`, which must begin its
+        line. Comment and blank lines may stand between the dash and the
+        item's content (`-\\n  # why\\n  kind: X`)."""
+        if sequence.flow_style:
             raise EditError("not an item of a block sequence")
-        if self.text[self._line_start(dash):dash].strip():
+        item = sequence.value[index]
+        pos = item.start_mark.index
+        line_start = self._line_start(pos)
+        before = self.text[line_start:pos]
+        while not before.strip(" \t"):  # the content starts its line: look at the lines above
+            if line_start == 0:
+                raise EditError("not an item of a block sequence")
+            line_start = self._line_start(line_start - 1)
+            line = self.text[line_start:self.line_end(line_start)].rstrip("\r\n")
+            body = line.lstrip(" \t")
+            if body.startswith("-") and (len(body) == 1 or body[1] in " \t"):
+                if body[1:].strip(" \t") and not body[1:].lstrip(" \t").startswith("#"):
+                    raise EditError("not an item of a block sequence")
+                return line_start + len(line) - len(body)
+            if body and not body.startswith("#"):
+                raise EditError("not an item of a block sequence")
+        stripped = before.rstrip(" \t")
+        if not stripped.endswith("-"):
+            raise EditError("not an item of a block sequence")
+        dash = line_start + len(stripped) - 1
+        if stripped[:-1].strip(" \t"):
             raise EditError("a sequence item shares its line with another node")
         return dash
 
@@ -283,7 +354,7 @@ class Editor:
         items = sequence.value
         if sequence.flow_style:
             if not items:
-                at = sequence.start_mark.index + 1
+                at = self._flow_close(sequence)
                 self.replace(at, at, text)
             elif index < len(items):
                 at = items[index].start_mark.index
@@ -304,8 +375,8 @@ class Editor:
     def _delete_flow(self, node: Node, entries: list[tuple[Node, Node]], doomed: set[int], empty: str) -> None:
         """Delete flow entries (first node, last node) with their separators,
         touching no byte of a kept entry, so edits inside kept entries stand."""
-        if len(doomed) == len(entries):
-            self.replace(node.start_mark.index, node.end_mark.index, empty)
+        if len(doomed) == len(entries):  # from the bracket: an anchor or tag before it stays
+            self.replace(self._flow_open(node), node.end_mark.index, empty)
             return
         index = 0
         while index < len(entries):
@@ -320,6 +391,32 @@ class Editor:
             else:  # a tail run: from the end of the kept entry before it
                 self.replace(entries[index - 1][1].end_mark.index, entries[last][1].end_mark.index, "")
             index = last + 1
+
+    def _flow_close(self, node: Node) -> int:
+        """The offset of a flow collection's closing bracket."""
+        at = node.end_mark.index - 1
+        if at < 0 or self.text[at] not in "}]":
+            raise EditError("unexpected flow collection layout")
+        return at
+
+    def _flow_open(self, node: Node) -> int:
+        """The offset of a flow collection's opening bracket, past the anchor
+        and tag (and the blanks, line breaks and comments) before it."""
+        text, at, end = self.text, node.start_mark.index, node.end_mark.index
+        while at < end:
+            ch = text[at]
+            if ch in "{[":
+                return at
+            if ch in "&!":
+                while at < end and text[at] not in " \t\r\n":
+                    at += 1
+            elif ch == "#":
+                at = self.line_end(at)
+            elif ch in " \t\r\n":
+                at += 1
+            else:
+                break
+        raise EditError("unexpected flow collection layout")
 
     def _empty_block(self, node: Node, owner: Node | None, empty: str) -> None:
         end = self.content_end(node)
