@@ -11,9 +11,10 @@ import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, SequenceNode
 
-from cozyrender.postrender.errors import PostRenderError
-from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of
+from cozyrender.postrender.errors import EditError, PostRenderError
+from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of, split_chunks
 from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
+from cozyrender.postrender.verify import Intent, check_edit
 from cozyrender.postrender.yamledit import Editor, find_entry, is_null
 from cozyrender.yamlio import MERGE_TAG
 from cozyrender.yamlio import SafeLoader as Loader
@@ -24,17 +25,21 @@ MAX_EXPANDED_NODES = 200_000
 # deleting an anchor would leave its aliases undefined: such documents are
 # passed through when no rule changes them, refused when one must.
 SHARED_NODES = "aliases and merge keys are not supported in a document cozyrender edits"
+_OTHER_BREAKS = ("\x85", "\u2028", "\u2029")
+_BREAK_CHARS = ("\n", "\r")
 
 
 class Document:
     """A parsed chunk: its node tree and the edits made to its text."""
 
-    __slots__ = ("chunk", "source", "editor", "root", "dropped", "shared")
+    __slots__ = ("chunk", "source", "editor", "root", "dropped", "shared", "intent", "in_stream_bom")
 
     def __init__(self, chunk: Chunk, source: str | None, editor: Editor, root: MappingNode) -> None:
         self.chunk, self.source, self.editor, self.root = chunk, source, editor, root
         self.dropped = False
         self.shared = False  # uses aliases or merge keys
+        self.intent = Intent()  # what the edits are meant to change, for `verified`
+        self.in_stream_bom = False  # the chunk starts with a BOM after a `...` line (read as a space)
 
     def uneditable(self) -> str | None:
         """Why this document's text cannot be edited safely, if it cannot.
@@ -42,9 +47,36 @@ class Document:
         if self.shared:
             return SHARED_NODES
         text = self.editor.text
-        if "\r" in text and text.count("\r") != text.count("\r\n"):
-            return "lone CR line breaks are not supported in a document cozyrender edits"
+        if ("\r" in text and text.count("\r") != text.count("\r\n")) or any(ch in text for ch in _OTHER_BREAKS):
+            return "line breaks other than LF and CRLF (a lone CR, NEL, LS, PS) are not supported in a document cozyrender edits"
         return None
+
+    def verified(self, edited: str, after_end: bool, last: bool) -> bytes:
+        """The edited text as output bytes, once it is shown to read back as
+        the original with exactly the intended changes (`verify`), in the
+        place it takes in the output (after a `...` line or not; the last
+        chunk or not). Raises EditError."""
+        if self.in_stream_bom:
+            if not edited.startswith(" "):
+                raise EditError("an edit at the start of a document that begins with a byte order mark")
+            output = "\ufeff" + edited[1:]
+        else:
+            output = edited
+        raw = output.encode("utf-8")
+        if len(split_chunks(raw)) > 1:
+            raise EditError("the edit would start or end a document")
+        original = self.editor.prefix + self.editor.text
+        if not last and original.endswith(_BREAK_CHARS) and not output.endswith(_BREAK_CHARS):
+            raise EditError("the edit would join this document to the next")
+        try:
+            check_chunk(edited.encode("utf-8"), after_end)
+            root, shared = compose_checked(edited, checked=True)
+        except SyntaxProblem as err:
+            raise EditError(f"the edited text does not parse ({err}); nothing was written") from None
+        if shared:
+            raise EditError(SHARED_NODES)
+        check_edit(self.root, root, self.intent)
+        return raw
 
     def error(self, problem: str) -> PostRenderError:
         return PostRenderError(problem, self.chunk.number, self.source)
@@ -52,14 +84,16 @@ class Document:
 
 class KubeObject:
     """A Kubernetes object: a document's root, or an item of a `kind: List`
-    (then `parent` is the `items` sequence, the item's index, the `items` key)."""
+    (then `parent` is the `items` sequence, the item's index, the `items` key).
+    `path` leads from the document's root to it: () or ("items", index)."""
 
-    __slots__ = ("document", "node", "data", "parent", "dropped")
+    __slots__ = ("document", "node", "data", "parent", "dropped", "path")
 
     def __init__(self, document: Document, node: MappingNode, data: dict,
                  parent: tuple[SequenceNode, int, Node] | None = None) -> None:
         self.document, self.node, self.data, self.parent = document, node, data, parent
         self.dropped = False
+        self.path = () if parent is None else ("items", parent[1])
 
     @property
     def kind(self) -> object:
@@ -93,6 +127,7 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
             chunk.number,
             source_of(data, chunk),
         ) from None
+    original = text
     view = in_stream_view(text, chunk.start)
     if view is not text:
         text, raw = view, view.encode("utf-8")
@@ -112,6 +147,7 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
         return None  # empty, or comments only
     document = Document(chunk, source, Editor(text), root)
     document.shared = shared
+    document.in_stream_bom = view is not original
     return document
 
 

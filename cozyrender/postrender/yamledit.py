@@ -187,7 +187,7 @@ class Editor:
                          f"{quote(key)}: {flow_value(value)}")
         else:
             self.replace(self._block_entry_start(key_node), self.content_end(value_node),
-                         _block_entry(key, value, key_node.start_mark.column))
+                         _block_entry(key, value, self.entry_column(key_node)))
 
     def replace_string(self, node: ScalarNode, new_value: str) -> None:
         """Replace a string scalar, keeping a literal block a literal block."""
@@ -243,6 +243,11 @@ class Editor:
         end = node.end_mark.index
         if isinstance(node, ScalarNode) and node.style in ("|", ">"):
             return self._block_scalar_end(node)
+        elif isinstance(node, ScalarNode) and node.start_mark.index == end:
+            # an empty value (`key:`, `? key`): its mark is where the next token
+            # starts, maybe lines below; its content ended with what came before
+            while end > 0 and self.text[end - 1] in " \t\r\n":
+                end -= 1
         elif end > 0 and end == self._line_start(end) and self.text[end - 1] == "\n":
             end -= 1  # a block collection's mark at the next line: its content ended before
         return self.line_end(end)
