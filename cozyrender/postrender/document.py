@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from cozyrender.postrender.errors import EditError, PostRenderError
 from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of, split_chunks
 from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
 from cozyrender.postrender.verify import Intent, check_edit
-from cozyrender.postrender.yamledit import Editor, find_entry, is_null
+from cozyrender.postrender.yamledit import STR_TAG, Editor, find_entry, is_null
 from cozyrender.yamlio import MERGE_TAG
 from cozyrender.yamlio import SafeLoader as Loader
 
@@ -32,7 +32,7 @@ _BREAK_CHARS = ("\n", "\r")
 class Document:
     """A parsed chunk: its node tree and the edits made to its text."""
 
-    __slots__ = ("chunk", "source", "editor", "root", "dropped", "shared", "intent", "in_stream_bom")
+    __slots__ = ("chunk", "source", "editor", "root", "dropped", "shared", "intent", "in_stream_bom", "needs_tree")
 
     def __init__(self, chunk: Chunk, source: str | None, editor: Editor, root: MappingNode) -> None:
         self.chunk, self.source, self.editor, self.root = chunk, source, editor, root
@@ -40,6 +40,7 @@ class Document:
         self.shared = False  # uses aliases or merge keys
         self.intent = Intent()  # what the edits are meant to change, for `verified`
         self.in_stream_bom = False  # the chunk starts with a BOM after a `...` line (read as a space)
+        self.needs_tree = True  # its values must be constructed to be checked (`syntax.check_chunk`)
 
     def uneditable(self) -> str | None:
         """Why this document's text cannot be edited safely, if it cannot.
@@ -69,12 +70,11 @@ class Document:
         if not last and original.endswith(_BREAK_CHARS) and not output.endswith(_BREAK_CHARS):
             raise EditError("the edit would join this document to the next")
         try:
-            check_chunk(edited.encode("utf-8"), after_end)
-            root, shared = compose_checked(edited, checked=True)
+            if after_end:  # the one check a parse alone does not make
+                check_chunk(edited.encode("utf-8"), after_end)
+            root = compose_text(edited)
         except SyntaxProblem as err:
             raise EditError(f"the edited text does not parse ({err}); nothing was written") from None
-        if shared:
-            raise EditError(SHARED_NODES)
         check_edit(self.root, root, self.intent)
         return raw
 
@@ -87,13 +87,14 @@ class KubeObject:
     (then `parent` is the `items` sequence, the item's index, the `items` key).
     `path` leads from the document's root to it: () or ("items", index)."""
 
-    __slots__ = ("document", "node", "data", "parent", "dropped", "path")
+    __slots__ = ("document", "node", "data", "parent", "dropped", "path", "decision")
 
     def __init__(self, document: Document, node: MappingNode, data: dict,
                  parent: tuple[SequenceNode, int, Node] | None = None) -> None:
         self.document, self.node, self.data, self.parent = document, node, data, parent
         self.dropped = False
         self.path = () if parent is None else ("items", parent[1])
+        self.decision = None  # a rule's decision, made once when the facts are gathered
 
     @property
     def kind(self) -> object:
@@ -131,6 +132,7 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
     view = in_stream_view(text, chunk.start)
     if view is not text:
         text, raw = view, view.encode("utf-8")
+    needs_tree = True
     if not checked:
         try:
             needs_tree = check_chunk(raw, chunk.after_end)
@@ -148,6 +150,7 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
     document = Document(chunk, source, Editor(text), root)
     document.shared = shared
     document.in_stream_bom = view is not original
+    document.needs_tree = checked or needs_tree
     return document
 
 
@@ -169,22 +172,32 @@ def compose_checked(text: str, checked: bool = False) -> tuple[Node | None, bool
     document (marks count from after it, as the Editor does). Raises SyntaxProblem."""
     if not checked:
         check_chunk(text.encode("utf-8"))
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    try:
-        root = yaml.compose(text, Loader=Loader)
-    except yaml.YAMLError as err:  # check_chunk passed it: a parser disagreement
-        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
-    if is_null(root):
+    root = compose_text(text)
+    if root is None:
         return None, False
+    if "*" not in text and "<<" not in text:
+        return root, False  # no alias, no merge key: nothing shared, no bomb
     problem, shared = structure_problem(root)
     if problem:
         raise SyntaxProblem(problem)
     return root, shared
 
 
+def compose_text(text: str) -> Node | None:
+    """The node tree of one YAML document (None when empty or null); a
+    leading byte order mark is left out, so marks count as the Editor does.
+    Raises SyntaxProblem."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        root = yaml.compose(text, Loader=Loader)
+    except yaml.YAMLError as err:
+        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
+    return None if is_null(root) else root
+
+
 def kube_objects(document: Document) -> list[KubeObject]:
-    top = KubeObject(document, document.root, _construct(document, document.root))
+    top = KubeObject(document, document.root, _construct_top(document))
     if top.kind != "List":
         return [top]
     entry = find_entry(document.root, "items")
@@ -199,6 +212,37 @@ def kube_objects(document: Document) -> list[KubeObject]:
             raise document.error(f"List item {index} is a {_node_kind(item)}, not a mapping")
         found.append(KubeObject(document, item, _construct(document, item), (items, index, items_key)))
     return found
+
+
+# A quota's `spec.hard` with more entries than this is read by its keys only
+# (the rules read nothing else there), when the document's values are known
+# to construct (`Document.needs_tree` is false): the values of tens of
+# thousands of keys are not built only to be thrown away.
+_KEYS_ONLY_OVER = 64
+
+
+def _construct_top(document: Document) -> dict:
+    hard = None if document.needs_tree else _big_hard(document.root)
+    if hard is None:
+        return _construct(document, document.root)
+    entries, hard.value = hard.value, []
+    try:
+        data = _construct(document, document.root)
+    finally:
+        hard.value = entries
+    data["spec"]["hard"] = {key.value if key.tag == STR_TAG else construct(key): None for key, _ in entries}
+    return data
+
+
+def _big_hard(root: MappingNode) -> MappingNode | None:
+    entry = find_entry(root, "spec")
+    spec = entry[2] if entry else None
+    entry = find_entry(spec, "hard") if isinstance(spec, MappingNode) else None
+    hard = entry[2] if entry else None
+    if isinstance(hard, MappingNode) and len(hard.value) > _KEYS_ONLY_OVER \
+            and all(isinstance(key, ScalarNode) for key, _ in hard.value):
+        return hard
+    return None
 
 
 def _construct(document: Document, node: Node) -> dict:

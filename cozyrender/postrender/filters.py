@@ -49,7 +49,7 @@ def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> tuple[str, obj
         facts.entitlements[name] = entitled
         return EDIT
     if kind == "ResourceQuota":
-        decision = _quota_decision(obj)
+        decision = obj.decision = _quota_decision(obj)
         if decision is None:
             return None
         for key, reason in decision.malformed:
@@ -104,7 +104,7 @@ def _quota_decision(obj: KubeObject) -> rules.QuotaDecision | None:
 
 
 def _filter_quota(obj: KubeObject) -> None:
-    decision = _quota_decision(obj)
+    decision = obj.decision if obj.decision is not None else _quota_decision(obj)
     if decision is None or not decision.changed:
         return
     if decision.drop:

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import re
 
-# A line start as libyaml sees it: the stream start, or after any of its line breaks.
-_LINE_START = rb"(?:\A|(?<=[\n\r])|(?<=\xc2\x85)|(?<=\xe2\x80\xa8)|(?<=\xe2\x80\xa9))"
-_AFTER_MARKER = rb"(?=[ \t\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9]|\Z)"
+# Marker candidates; `_boundary` keeps those at a line start, as libyaml sees
+# one (the stream start, or after any of its line breaks), followed by a
+# blank, a line break or the end. (A plain search, then a check per hit: a
+# lookbehind at every byte would cost more than the rest of the split.)
+_CANDIDATE = re.compile(rb"---|\.\.\.")
+_BREAK_ENDS = (b"\n", b"\r", b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
+_AFTER_MARKER = re.compile(rb"[ \t\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9]|\Z")
 _BREAK = rb"(?:\r\n|[\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9])"
-_BOUNDARY = re.compile(
-    _LINE_START + rb"(?:(?P<start>---)" + _AFTER_MARKER
-    + rb"|\.\.\." + _AFTER_MARKER + rb"(?:[ \t]+#(?:(?!" + _BREAK + rb").)*|[ \t]*)(?:" + _BREAK + rb"|\Z))",
-    re.S,
-)
+# The rest of a `...` line: blanks and a comment, then its line break.
+_END_LINE = re.compile(rb"(?:[ \t]+#(?:(?!" + _BREAK + rb").)*|[ \t]*)(?:" + _BREAK + rb"|\Z)", re.S)
 # The lines that may stand between a `...` line and the next, or between a
 # directive and its `---`: blank (spaces and tabs) or comment lines.
 _FILLER = re.compile(rb"(?:[ \t]*(?:#(?:(?!" + _BREAK + rb").)*)?" + _BREAK + rb")*\Z", re.S)
@@ -51,15 +52,14 @@ class Chunk:
 def split_chunks(data: bytes) -> list[Chunk]:
     cuts = [0]
     dots = [False]  # whether each cut follows a `...` line
-    for match in _BOUNDARY.finditer(data):
-        if match.group("start"):
-            cut = _directives_start(data, cuts[-1], match.start())
+    for marker, start, cut in _boundaries(data):
+        if marker == b"---":
+            cut = _directives_start(data, cuts[-1], start)
             if cut != cuts[-1]:
                 cuts.append(cut)
                 dots.append(False)
             continue
-        cut = match.end()
-        if dots[-1] and len(cuts) > 1 and _FILLER.match(data, cuts[-1], match.start()):
+        if dots[-1] and len(cuts) > 1 and _FILLER.match(data, cuts[-1], start):
             cuts[-1] = cut  # another `...` (comment or blank lines between): the same end
         elif cut != cuts[-1]:
             cuts.append(cut)
@@ -69,6 +69,26 @@ def split_chunks(data: bytes) -> list[Chunk]:
         dots.append(False)
     return [Chunk(number, start, end, dots[number - 1])
             for number, (start, end) in enumerate(zip(cuts, cuts[1:]), 1)]
+
+
+def _boundaries(data: bytes):
+    """(marker, its offset, the offset past its line) of each `---` and `...`
+    that libyaml reads as a document marker; a `...` line must hold nothing
+    but the marker, blanks and a comment (else it is no cut: the chunk then
+    fails its check, as the stream does)."""
+    for match in _CANDIDATE.finditer(data):
+        start = match.start()
+        if start and not data.endswith(_BREAK_ENDS, 0, start):
+            continue
+        if not _AFTER_MARKER.match(data, start + 3):
+            continue
+        marker = match.group()
+        if marker == b"---":
+            yield marker, start, start
+            continue
+        line = _END_LINE.match(data, start + 3)
+        if line:
+            yield marker, start, line.end()
 
 
 def _directives_start(data: bytes, floor: int, marker: int) -> int:

@@ -36,7 +36,10 @@ def model(node: Node | None) -> tuple | None:
         return ("s", node.tag, node.value)
     if isinstance(node, SequenceNode):
         return ("q", node.tag, [model(item) for item in node.value])
-    return ("m", node.tag, {model(key): model(value) for key, value in node.value})
+    entries = {model(key): model(value) for key, value in node.value}
+    if len(entries) != len(node.value):
+        entries[("duplicate keys",)] = None  # never equal to a model of the original, whose keys are unique
+    return ("m", node.tag, entries)
 
 
 def value_model(value: object) -> tuple:
