@@ -42,7 +42,12 @@ def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> tuple[str, obj
     if kind == "Namespace":
         entitled = _entitlement(obj)
         if entitled is None:
-            return None
+            if not _stock_tenant(obj):
+                return None
+            entitled = False
+            warnings.append(obj.document.error(
+                f"{obj.label} is a Cozystack tenant namespace without the vGPU render inputs (its chart does not "
+                f"render them): treated as not entitled, labelled {VGPU_LABEL}: \"false\"").message)
         name = obj.metadata.get("name")
         if name in facts.entitlements:
             raise obj.document.error(f"{obj.label}: a second Namespace document for the same tenant")
@@ -74,7 +79,8 @@ def needs_edit(wait: tuple[str, object], facts: Facts) -> bool:
 
 def edit(obj: KubeObject, facts: Facts) -> None:
     kind = obj.kind
-    if kind == "Namespace" and obj.metadata.get("name") in facts.entitlements and _entitlement(obj) is not None:
+    if kind == "Namespace" and obj.metadata.get("name") in facts.entitlements and (
+            _entitlement(obj) is not None or _stock_tenant(obj)):
         _write_vgpu_label(obj, facts.entitlements[obj.metadata.get("name")])
     elif kind == "ResourceQuota":
         _filter_quota(obj)
@@ -91,6 +97,12 @@ def _entitlement(obj: KubeObject) -> bool | None:
         return rules.tenant_entitlement(obj.metadata.get("annotations"))
     except rules.RuleError as err:
         raise obj.document.error(f"{obj.label}: {err}") from None
+
+
+def _stock_tenant(obj: KubeObject) -> bool:
+    _check_mapping_field(obj, "labels")
+    return rules.is_stock_tenant_namespace(obj.metadata.get("name"), obj.metadata.get("labels"),
+                                           obj.metadata.get("annotations"))
 
 
 def _quota_decision(obj: KubeObject) -> rules.QuotaDecision | None:

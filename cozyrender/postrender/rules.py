@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from cozyrender.entitlement import (
     PARENT_ANNOTATION,
     REQUESTED_ANNOTATION,
+    VGPU_LABEL,
     flag_value,
     is_entitled,
 )
@@ -75,6 +76,31 @@ def tenant_entitlement(annotations: Mapping | None) -> bool | None:
             raise RuleError(f'annotation {key} must be the string "true" or "false", not {value!r}')
         flags.append(value == "true")
     return is_entitled(*flags)
+
+
+TENANT_ROOT = "tenant-root"
+TENANT_PREFIX = "tenant-"
+ANCESTOR_LABEL = "tenant.cozystack.io/tenant-root"
+HOST_LABEL = "namespace.cozystack.io/host"
+
+
+def is_stock_tenant_namespace(name: object, labels: Mapping | None, annotations: Mapping | None) -> bool:
+    """Whether a Namespace is a Cozystack tenant namespace rendered by a chart
+    that knows nothing of the vGPU (Cozystack's own): named `tenant-root` or
+    `tenant-...`, carrying the `tenant.cozystack.io/tenant-root` ancestor label
+    or the `namespace.cozystack.io/host` label, with neither render input nor
+    the `namespace.cozystack.io/vgpu` label. Such a tenant is not entitled:
+    passing it through would leave its vGPU state to whatever was there
+    before. (With the label and no inputs it is post-rendered output, and
+    passes unchanged, so post-rendering stays idempotent.)"""
+    labels = labels or {}
+    annotations = annotations or {}
+    if not isinstance(name, str) or not (name == TENANT_ROOT or name.startswith(TENANT_PREFIX)):
+        return False
+    if ANCESTOR_LABEL not in labels and HOST_LABEL not in labels:
+        return False
+    return (VGPU_LABEL not in labels and REQUESTED_ANNOTATION not in annotations
+            and PARENT_ANNOTATION not in annotations)
 
 
 class ValuesDecision(namedtuple("ValuesDecision", "set_namespace_vgpu remove_namespace_vgpu remove_cluster_vgpu")):
