@@ -247,9 +247,12 @@ def _big_hard(root: MappingNode) -> MappingNode | None:
 
 def _construct(document: Document, node: Node) -> dict:
     try:
-        return construct(node)
+        data = construct(node)
     except SyntaxProblem as err:
         raise document.error(str(err)) from None
+    if not isinstance(data, dict):  # a `!!set` is a mapping node, but no object
+        raise document.error(f"the document is a {type(data).__name__}, not a mapping")
+    return data
 
 
 def construct(node: Node) -> object:
