@@ -102,7 +102,7 @@ def _directives_start(data: bytes, floor: int, marker: int) -> int:
             content_end -= 1
         start = max(data.rfind(b"\n", floor, content_end), data.rfind(b"\r", floor, content_end), floor - 1) + 1
         line = data[start:pos]
-        if line.startswith(b"%"):
+        if line.startswith(b"%") or (start == 0 and line.startswith(BOM + b"%")):  # the stream's BOM is no column
             cut = start
         elif not _FILLER.match(line):
             break
