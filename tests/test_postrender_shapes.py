@@ -10,8 +10,13 @@ import sys
 import pytest
 import yaml
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cozyrender.keys import quota_key_problem
 from cozyrender.postrender import PostRenderError, post_render
 from cozyrender.postrender import yamledit
+from cozyrender.postrender.rules import _WELL_FORMED, decide_quota
 from cozyrender.postrender.errors import EditError
 from cozyrender.postrender.verify import Intent, check_edit, model
 
@@ -329,3 +334,25 @@ def test_check_edit_applies_exactly_the_intent():
     check_edit(compose("items: [a, b, c, d]"), compose("items: [b, d]"), items)
     with pytest.raises(EditError, match="items: 3 items instead of 2"):
         check_edit(compose("items: [a, b, c, d]"), compose("items: [b, c, d]"), items)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["gpuclass.cozystack.io/devices", "a100.gpuclass.cozystack.io/devices", "requests.a100.gpuclass.cozystack.io/devices",
+     "limits.gpuclass.cozystack.io/devices", "requests.requests.gpuclass.cozystack.io/devices",
+     "limits.requests.gpuclass.cozystack.io/devices", "requests.gpuclass.cozystack.io/devices",
+     "REQUESTS.a.gpuclass.cozystack.io/devices", "a-.gpuclass.cozystack.io/devices", "-a.gpuclass.cozystack.io/devices",
+     ("x" * 63) + ".gpuclass.cozystack.io/devices", ("x" * 64) + ".gpuclass.cozystack.io/devices",
+     "a.b.gpuclass.cozystack.io/devices", "a.gpuclass.cozystack.io/memory", "A.gpuclass.cozystack.io/devices",
+     "requests.limits.a.gpuclass.cozystack.io/devices", "requests.requestsx.gpuclass.cozystack.io/devices"],
+)
+def test_the_fast_well_formed_match_agrees_with_the_key_rules(key):
+    assert dict(decide_quota([key, "cpu"]).malformed).get(key) == quota_key_problem(key)
+    if _WELL_FORMED.match(key):
+        assert quota_key_problem(key) is None
+
+
+@settings(max_examples=400)
+@given(st.from_regex(r"((requests|limits|REQUESTS)\.)*([a-z0-9A-Z.-]{0,70}\.)?gpuclass\.cozystack\.io/(devices|x)", fullmatch=True))
+def test_the_fast_match_never_passes_a_malformed_key(key):
+    assert dict(decide_quota([key, "cpu"]).malformed).get(key) == quota_key_problem(key)

@@ -6,6 +6,7 @@ patch generator reaches the same decisions through `post_render` itself.
 
 from __future__ import annotations
 
+import re
 from collections import namedtuple
 from collections.abc import Mapping
 
@@ -40,13 +41,21 @@ class QuotaDecision(namedtuple("QuotaDecision", "removed malformed drop keeps"))
         return bool(self.removed)
 
 
+# The common well-formed budget keys (`keys.quota_key_problem` says None for
+# each), told apart in one match: a quota of tens of thousands of keys is
+# mostly these. Any other key in the domain is judged by quota_key_problem.
+_WELL_FORMED = re.compile(r"(?:requests\.|limits\.)?(?!requests\.|limits\.)"
+                          r"(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\.)?gpuclass\.cozystack\.io/devices\Z")
+
+
 def decide_quota(hard_keys: list) -> QuotaDecision:
     """Budget keys leave a quota; a quota left empty by that is dropped.
 
     A quota that declared nothing to begin with is not ours to drop."""
     removed = tuple(key for key in hard_keys if isinstance(key, str) and in_budget_domain(key))
+    well_formed = _WELL_FORMED.match
     malformed = tuple(
-        (key, problem) for key in removed if (problem := quota_key_problem(key)) is not None
+        (key, problem) for key in removed if not well_formed(key) and (problem := quota_key_problem(key)) is not None
     )
     drop = bool(removed) and len(removed) == len(hard_keys)
     return QuotaDecision(removed, malformed, drop, keeps=bool(hard_keys) and not drop)
