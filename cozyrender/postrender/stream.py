@@ -100,7 +100,8 @@ def _directives_start(data: bytes, floor: int, marker: int) -> int:
         content_end = pos - 1
         if content_end > floor and data[content_end] == 0x0A and data[content_end - 1] == 0x0D:
             content_end -= 1
-        start = max(data.rfind(b"\n", floor, content_end), data.rfind(b"\r", floor, content_end), floor - 1) + 1
+        newline = data.rfind(b"\n", floor, content_end)
+        start = max(newline, data.rfind(b"\r", max(newline, floor), content_end), floor - 1) + 1
         line = data[start:pos]
         if line.startswith(b"%") or (start == 0 and line.startswith(BOM + b"%")):  # the stream's BOM is no column
             cut = start

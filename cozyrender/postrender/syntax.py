@@ -71,39 +71,29 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
         while True:
             event = get_event()
             kind = type(event)
-            tag = getattr(event, "tag", None)
-            if tag is not None:
-                if tag not in SAFE_TAGS:
-                    raise SyntaxProblem(f"tag {tag!r} is not allowed: safe YAML only{_at(event)}")
-                if kind is ScalarEvent:
-                    needs_tree = needs_tree or tag != _CORE + "str"
-                elif tag not in _COLLECTION_TAGS[kind]:
-                    raise SyntaxProblem(f"tag {tag!r} does not fit a {'mapping' if kind is MappingStartEvent else 'sequence'}{_at(event)}")
-                elif tag not in _PLAIN_COLLECTION_TAGS:
+            if kind is ScalarEvent:  # the common case first, with the least work
+                value = event.value
+                if event.tag is not None or event.anchor is not None:
+                    needs_tree = _properties(event, kind, anchors) or needs_tree
+                elif value and value[0] in _NUMERIC_START and not needs_tree and event.implicit[0] \
+                        and _plain_may_fail(value):
                     needs_tree = True
-            anchor = getattr(event, "anchor", None)
-            if anchor is not None and kind is not AliasEvent:
-                if anchor in anchors:
-                    raise SyntaxProblem(
-                        f"anchor &{anchor} is defined twice (lines {anchors[anchor][0]} and "
-                        f"{event.start_mark.line + 1}); cozyrender requires unique anchors"
-                    )
-                anchors[anchor] = (event.start_mark.line + 1, kind is ScalarEvent)
-            if kind is ScalarEvent:
                 if keys is not None:
                     if expect_key:
-                        if event.value in keys:
-                            raise SyntaxProblem(f"duplicate key {event.value!r}{_at(event)}")
-                        keys.add(event.value)
-                        if event.value == _MERGE_KEY and event.implicit[0]:
+                        if value in keys:
+                            raise SyntaxProblem(f"duplicate key {value!r}{_at(event)}")
+                        keys.add(value)
+                        if value == _MERGE_KEY and event.implicit[0]:
                             needs_tree = True
                     expect_key = not expect_key
-                elif not stack and (event.value or event.style or not event.implicit[0]):
+                elif not stack and (value or event.style or not event.implicit[0]):
                     # `---` with nothing after it is an empty document, not a scalar
                     raise SyntaxProblem("the document is a scalar, not a mapping")
-                if not needs_tree and tag is None and event.implicit[0] and _plain_may_fail(event.value):
-                    needs_tree = True
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                keys, expect_key = stack.pop()
             elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                if event.tag is not None or event.anchor is not None:
+                    needs_tree = _properties(event, kind, anchors) or needs_tree
                 if not stack and kind is SequenceStartEvent:
                     raise SyntaxProblem("the document is a sequence, not a mapping")
                 if keys is not None:
@@ -115,8 +105,6 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
                     keys, expect_key = set(), True
                 else:
                     keys = None
-            elif kind is MappingEndEvent or kind is SequenceEndEvent:
-                keys, expect_key = stack.pop()
             elif kind is AliasEvent:
                 needs_tree = True
                 if not stack:
@@ -142,11 +130,36 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
             dispose()
 
 
+_NUMERIC_START = frozenset("0123456789+-.")
+
+
+def _properties(event, kind: type, anchors: dict) -> bool:
+    """Check a node's tag and anchor; return whether the tag asks for the
+    document to be constructed (any explicit tag but !!str, !!map, !!seq)."""
+    tag, anchor = event.tag, event.anchor
+    if anchor is not None:
+        if anchor in anchors:
+            raise SyntaxProblem(
+                f"anchor &{anchor} is defined twice (lines {anchors[anchor][0]} and "
+                f"{event.start_mark.line + 1}); cozyrender requires unique anchors"
+            )
+        anchors[anchor] = (event.start_mark.line + 1, kind is ScalarEvent)
+    if tag is None:
+        return False
+    if tag not in SAFE_TAGS:
+        raise SyntaxProblem(f"tag {tag!r} is not allowed: safe YAML only{_at(event)}")
+    if kind is ScalarEvent:
+        return tag != _CORE + "str"
+    if tag not in _COLLECTION_TAGS[kind]:
+        raise SyntaxProblem(f"tag {tag!r} does not fit a {_noun(kind)}{_at(event)}")
+    return tag not in _PLAIN_COLLECTION_TAGS
+
+
 def _plain_may_fail(value: str) -> bool:
     """Whether a plain scalar might resolve to a value the safe constructor
     refuses: a timestamp-like one (`2001-13-45`) or a number too long for
     Python's int(). Cheap, so every scalar can be asked."""
-    return bool(value) and value[0] in "0123456789+-." and (len(value) > 4000 or value[4:5] == "-")
+    return bool(value) and value[0] in _NUMERIC_START and (len(value) > 4000 or value[4:5] == "-")
 
 
 def _noun(kind: type) -> str:
