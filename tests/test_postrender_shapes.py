@@ -356,3 +356,28 @@ def test_the_fast_well_formed_match_agrees_with_the_key_rules(key):
 @given(st.from_regex(r"((requests|limits|REQUESTS)\.)*([a-z0-9A-Z.-]{0,70}\.)?gpuclass\.cozystack\.io/(devices|x)", fullmatch=True))
 def test_the_fast_match_never_passes_a_malformed_key(key):
     assert dict(decide_quota([key, "cpu"]).malformed).get(key) == quota_key_problem(key)
+
+
+@settings(max_examples=600)
+@given(st.from_regex(r"[-+.]?[0-9][-+.0-9_a-fxobeE:TZ ]{0,14}", fullmatch=True))
+def test_a_plain_scalar_the_constructor_refuses_is_always_flagged_for_a_tree(value):
+    from cozyrender.postrender.syntax import _plain_may_fail
+
+    text = f"a: {value}\n"
+    try:
+        node = yaml.compose(text, Loader=yaml.CSafeLoader)
+    except yaml.YAMLError:
+        return  # not a plain scalar there
+    scalar = node.value[0][1]
+    if not isinstance(scalar, yaml.ScalarNode) or scalar.style is not None:
+        return
+    try:
+        yaml.SafeLoader(text).construct_document(node)
+    except Exception:  # noqa: BLE001 - any refusal must be caught by the tree path
+        assert _plain_may_fail(scalar.value), scalar.value
+
+
+def test_values_of_comments_and_an_end_marker_are_refused_not_misread():
+    # appending `_namespace` after a `...` line would start a document libyaml refuses
+    with pytest.raises(PostRenderError, match="the edited text does not parse"):
+        post_render((namespace() + secret("---\n# only a comment\n...\n")).encode())

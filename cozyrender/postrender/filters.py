@@ -236,7 +236,11 @@ def edit_values(text: str, entitled: bool) -> str:
             editor.delete_entries(cluster, [index], owner=find_entry(root, "_cluster")[1])
             intent.remove(("_cluster",), [rules.CLUSTER_VGPU])
         new_text = editor.result()
-    check_edit(root, compose_checked(new_text)[0], intent)
+    try:
+        edited = compose_checked(new_text)[0]
+    except SyntaxProblem as err:
+        raise EditError(f"the edited text does not parse ({err}); nothing was written") from None
+    check_edit(root, edited, intent)
     return new_text
 
 def _drop(obj: KubeObject) -> None:

@@ -157,9 +157,10 @@ def _properties(event, kind: type, anchors: dict) -> bool:
 
 def _plain_may_fail(value: str) -> bool:
     """Whether a plain scalar might resolve to a value the safe constructor
-    refuses: a timestamp-like one (`2001-13-45`) or a number too long for
-    Python's int(). Cheap, so every scalar can be asked."""
-    return bool(value) and value[0] in _NUMERIC_START and (len(value) > 4000 or value[4:5] == "-")
+    refuses: a timestamp-like one (`2001-13-45`), a number with underscores
+    (`0x_` has no digits once they are dropped) or one too long for Python's
+    int(). Cheap, so every scalar can be asked; a false yes costs a parse."""
+    return bool(value) and value[0] in _NUMERIC_START and (len(value) > 4000 or value[4:5] == "-" or "_" in value)
 
 
 def _noun(kind: type) -> str:
