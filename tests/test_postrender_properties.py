@@ -68,7 +68,8 @@ def values_secret(draw, namespace):
         values["_cluster"]["gpu-vgpu"] = cluster_flag
     if draw(st.booleans()):
         values["_namespace"]["vgpu"] = draw(st.sampled_from([True, False, "true"]))
-    text = yaml.safe_dump(values, sort_keys=False)
+    # values.yaml in a drawn spelling too: explicit keys, tags and anchors on _namespace and _cluster
+    text = draw(spelled(values)) if draw(st.booleans()) else yaml.safe_dump(values, sort_keys=False)
     if draw(st.booleans()):  # a block scalar with trailing blank lines, one of them holding content
         text += "note: |\n  x\n   \n" + "  \n" * draw(st.integers(0, 2))
     if draw(st.booleans()):
