@@ -13,7 +13,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode
 from cozyrender import values_secret
 from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL, label_value
 from cozyrender.postrender import rules
-from cozyrender.postrender.document import SHARED_NODES, KubeObject, compose_checked, construct
+from cozyrender.postrender.document import SHARED_NODES, KubeObject, compose_checked, compose_text, construct
 from cozyrender.postrender.errors import EditError
 from cozyrender.postrender.syntax import SyntaxProblem, describe_yaml_error
 from cozyrender.postrender.verify import Intent, check_edit
@@ -236,12 +236,18 @@ def edit_values(text: str, entitled: bool) -> str:
             editor.delete_entries(cluster, [index], owner=find_entry(root, "_cluster")[1])
             intent.remove(("_cluster",), [rules.CLUSTER_VGPU])
         new_text = editor.result()
-    try:
-        edited = compose_checked(new_text)[0]
+    verify_values(root, new_text, intent)
+    return new_text
+
+
+def verify_values(root: Node | None, new_text: str, intent: Intent) -> None:
+    """The edited values.yaml, parsed again, is the original with exactly
+    `intent` applied (the rule of `verify`); EditError otherwise."""
+    try:  # a parse is enough: the comparison sees what the event pass would (duplicate keys, tags)
+        edited = compose_text(new_text)
     except SyntaxProblem as err:
         raise EditError(f"the edited text does not parse ({err}); nothing was written") from None
     check_edit(root, edited, intent)
-    return new_text
 
 def _drop(obj: KubeObject) -> None:
     if obj.parent is None:
