@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import re
 
-# Marker candidates; `_boundary` keeps those at a line start, as libyaml sees
-# one (the stream start, or after any of its line breaks), followed by a
-# blank, a line break or the end. (A plain search, then a check per hit: a
+# Marker candidates come from a plain search (`_candidates`); `_boundaries`
+# keeps those at a line start as libyaml sees one (the stream start, or after
+# any of its line breaks), followed by a blank, a line break or the end. (A
 # lookbehind at every byte would cost more than the rest of the split.)
-_CANDIDATE = re.compile(rb"---|\.\.\.")
 _BREAK_ENDS = (b"\n", b"\r", b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
 _AFTER_MARKER = re.compile(rb"[ \t\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9]|\Z")
 _BREAK = rb"(?:\r\n|[\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9])"
@@ -28,7 +27,8 @@ _BREAK = rb"(?:\r\n|[\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9])"
 _END_LINE = re.compile(rb"(?:[ \t]+#(?:(?!" + _BREAK + rb").)*|[ \t]*)(?:" + _BREAK + rb"|\Z)", re.S)
 # The lines that may stand between a `...` line and the next, or between a
 # directive and its `---`: blank (spaces and tabs) or comment lines.
-_FILLER = re.compile(rb"(?:[ \t]*(?:#(?:(?!" + _BREAK + rb").)*)?" + _BREAK + rb")*\Z", re.S)
+_FILLER = rb"(?:[ \t]*(?:#(?:(?!" + _BREAK + rb").)*)?" + _BREAK + rb")*\Z"
+_filler = None  # compiled on the first `...` (most streams have none)
 
 # Kinds some rule reads. A chunk that mentions none of them, defines no
 # anchor and starts like a mapping is passed through unparsed.
@@ -59,7 +59,7 @@ def split_chunks(data: bytes) -> list[Chunk]:
                 cuts.append(cut)
                 dots.append(False)
             continue
-        if dots[-1] and len(cuts) > 1 and _FILLER.match(data, cuts[-1], start):
+        if dots[-1] and len(cuts) > 1 and _only_filler(data, cuts[-1], start):
             cuts[-1] = cut  # another `...` (comment or blank lines between): the same end
         elif cut != cuts[-1]:
             cuts.append(cut)
@@ -71,18 +71,36 @@ def split_chunks(data: bytes) -> list[Chunk]:
             for number, (start, end) in enumerate(zip(cuts, cuts[1:]), 1)]
 
 
+def _only_filler(data: bytes, start: int, end: int) -> bool:
+    """Whether data[start:end] is only blank and comment lines."""
+    global _filler
+    if _filler is None:
+        _filler = re.compile(_FILLER, re.S)
+    return _filler.match(data, start, end) is not None
+
+
+def _candidates(data: bytes):
+    """Each `---` and `...` in order, as a left-to-right search finds them."""
+    dash, dot = data.find(b"---"), data.find(b"...")
+    while dash >= 0 or dot >= 0:
+        if dot < 0 or 0 <= dash < dot:
+            yield b"---", dash
+            dash = data.find(b"---", dash + 3)
+        else:
+            yield b"...", dot
+            dot = data.find(b"...", dot + 3)
+
+
 def _boundaries(data: bytes):
     """(marker, its offset, the offset past its line) of each `---` and `...`
     that libyaml reads as a document marker; a `...` line must hold nothing
     but the marker, blanks and a comment (else it is no cut: the chunk then
     fails its check, as the stream does)."""
-    for match in _CANDIDATE.finditer(data):
-        start = match.start()
+    for marker, start in _candidates(data):
         if start and not data.endswith(_BREAK_ENDS, 0, start):
             continue
         if not _AFTER_MARKER.match(data, start + 3):
             continue
-        marker = match.group()
         if marker == b"---":
             yield marker, start, start
             continue
@@ -105,7 +123,7 @@ def _directives_start(data: bytes, floor: int, marker: int) -> int:
         line = data[start:pos]
         if line.startswith(b"%") or (start == 0 and line.startswith(BOM + b"%")):  # the stream's BOM is no column
             cut = start
-        elif not _FILLER.match(line):
+        elif line.strip(b" \t\r\n")[:1] not in (b"", b"#"):  # neither blank nor a comment
             break
         pos = start
     return cut
