@@ -146,9 +146,31 @@ class Editor:
         if len(doomed) == len(mapping.value):
             self._empty_block(mapping, owner, "{}")
             return
+        # One span per run of entries with nothing between them (comment or
+        # blank lines between removed entries stay): tens of thousands of
+        # removed keys make a few edits, not one each.
+        text, entries = self.text, mapping.value
+        run_start = run_end = -1
         for index in sorted(doomed):
-            key_node, value_node = mapping.value[index]
-            self.replace(self._block_entry_start(key_node), self.content_end(value_node), "")
+            key_node, value_node = entries[index]
+            key_start = key_node.start_mark.index
+            if type(value_node) is ScalarNode and value_node.style is None and value_node.end_mark.index > key_start \
+                    and value_node.end_mark.line == key_node.start_mark.line and "\n" not in text[key_start:value_node.end_mark.index]:
+                # `key: value` on one line: its line, found without the general walk
+                start = text.rfind("\n", 0, key_start) + 1
+                if text[start:key_start].strip() not in ("", "?"):
+                    start = key_start
+                newline = text.find("\n", value_node.end_mark.index)
+                end = len(text) if newline < 0 else newline + 1
+            else:
+                start, end = self._block_entry_start(key_node), self.content_end(value_node)
+            if start == run_end:
+                run_end = end
+                continue
+            if run_start >= 0:
+                self.replace(run_start, run_end, "")
+            run_start, run_end = start, end
+        self.replace(run_start, run_end, "")
 
     def set_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
         """Set `key` to `value`: replace the scalar in place, or add the entry."""
