@@ -21,14 +21,14 @@ import re
 # any of its line breaks), followed by a blank, a line break or the end. (A
 # lookbehind at every byte would cost more than the rest of the split.)
 _BREAK_ENDS = (b"\n", b"\r", b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
-_AFTER_MARKER = re.compile(rb"[ \t\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9]|\Z")
+_BLANKS_AFTER = (b"", b" ", b"\t", b"\r", b"\n")
 _BREAK = rb"(?:\r\n|[\r\n]|\xc2\x85|\xe2\x80[\xa8\xa9])"
 # The rest of a `...` line: blanks and a comment, then its line break.
-_END_LINE = re.compile(rb"(?:[ \t]+#(?:(?!" + _BREAK + rb").)*|[ \t]*)(?:" + _BREAK + rb"|\Z)", re.S)
+_END_LINE = rb"(?:[ \t]+#(?:(?!" + _BREAK + rb").)*|[ \t]*)(?:" + _BREAK + rb"|\Z)"
 # The lines that may stand between a `...` line and the next, or between a
 # directive and its `---`: blank (spaces and tabs) or comment lines.
 _FILLER = rb"(?:[ \t]*(?:#(?:(?!" + _BREAK + rb").)*)?" + _BREAK + rb")*\Z"
-_filler = None  # compiled on the first `...` (most streams have none)
+_compiled: dict[bytes, re.Pattern] = {}  # both compiled on the first `...` (most streams have none)
 
 # Kinds some rule reads. A chunk that mentions none of them, defines no
 # anchor and starts like a mapping is passed through unparsed.
@@ -73,10 +73,13 @@ def split_chunks(data: bytes) -> list[Chunk]:
 
 def _only_filler(data: bytes, start: int, end: int) -> bool:
     """Whether data[start:end] is only blank and comment lines."""
-    global _filler
-    if _filler is None:
-        _filler = re.compile(_FILLER, re.S)
-    return _filler.match(data, start, end) is not None
+    return _pattern(_FILLER).match(data, start, end) is not None
+
+
+def _pattern(source: bytes) -> re.Pattern:
+    if source not in _compiled:
+        _compiled[source] = re.compile(source, re.S)
+    return _compiled[source]
 
 
 def _candidates(data: bytes):
@@ -99,12 +102,13 @@ def _boundaries(data: bytes):
     for marker, start in _candidates(data):
         if start and not data.endswith(_BREAK_ENDS, 0, start):
             continue
-        if not _AFTER_MARKER.match(data, start + 3):
+        after = data[start + 3:start + 4]
+        if after not in _BLANKS_AFTER and not data.startswith(_BREAK_ENDS[2:], start + 3):
             continue
         if marker == b"---":
             yield marker, start, start
             continue
-        line = _END_LINE.match(data, start + 3)
+        line = _pattern(_END_LINE).match(data, start + 3)
         if line:
             yield marker, start, line.end()
 
