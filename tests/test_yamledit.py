@@ -158,3 +158,66 @@ def test_add_entry_flow_quotes_the_key_and_uses_flow_value():
     editor = Editor(text)
     editor.add_entry(find_entry(root, "spec")[2], "b", {"c": True})
     assert editor.result() == 'spec: {a: 1, "b": {"c": true}}\n'
+
+
+# ----------------------------------------- shapes from issue 13, at the Editor
+
+
+def composed(text: str):
+    return yaml.compose(text.lstrip("\ufeff"), Loader=SafeLoader)
+
+
+def test_a_leading_bom_is_held_apart_and_put_back():
+    text = "\ufeffa: {x: 1}\n"
+    editor = Editor(text)
+    assert editor.prefix == "\ufeff" and editor.text == "a: {x: 1}\n"
+    mapping = composed(text).value[0][1]
+    editor.add_flow_entry(mapping, "y: 2")
+    assert editor.result() == "\ufeffa: {x: 1, y: 2}\n"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("a: !!map {}\n", "a: !!map {k: v}\n"),
+    ("a: &x {}\n", "a: &x {k: v}\n"),
+    ("a: &x !!map { }\n", "a: &x !!map { k: v}\n"),
+])
+def test_an_entry_added_to_an_empty_flow_mapping_goes_inside_its_braces(text, expected):
+    editor = Editor(text)
+    editor.add_flow_entry(composed(text).value[0][1], "k: v")
+    assert editor.result() == expected
+
+
+def test_an_emptied_flow_mapping_keeps_its_tag_and_anchor():
+    text = "a: &x !!map {k: 1}\n"
+    editor = Editor(text)
+    mapping = composed(text).value[0][1]
+    editor.delete_entries(mapping, [0], owner=None)
+    assert editor.result() == "a: &x !!map {}\n"
+
+
+def test_an_entry_added_after_an_explicit_key_starts_at_the_question_mark():
+    text = "m:\n  ? a\n  : b\n"
+    editor = Editor(text)
+    editor.add_entry(composed(text).value[0][1], "c", "d")
+    assert editor.result() == 'm:\n  ? a\n  : b\n  c: "d"\n'
+
+
+@pytest.mark.parametrize(("text", "end"), [
+    ("a: |\n  x\n   \nb: 1\n", len("a: |\n  x\n   \n")),
+    ("a: |\n  x\n  \n\nb: 1\n", len("a: |\n  x\n")),
+    ("a: |+\n  x\n\nb: 1\n", len("a: |+\n  x\n\n")),
+    ("a: |2\n    x\n   \nb: 1\n", len("a: |2\n    x\n   \n")),
+    ("a: >-\n  x\n\n  y\n\n", len("a: >-\n  x\n\n  y\n")),
+])
+def test_a_block_scalar_ends_after_its_last_line_of_content(text, end):
+    assert Editor(text).content_end(composed(text).value[0][1]) == end
+
+
+@pytest.mark.parametrize("between", ["  # a-b\n", "  # ---\n", "\n", "  # x\n\n  # y\n"])
+def test_a_dash_is_found_above_comment_and_blank_lines(between):
+    text = f"s:\n-\n{between}  k: v\n- w\n"
+    sequence = composed(text).value[0][1]
+    editor = Editor(text)
+    assert editor.item_dash(sequence, 0) == text.index("-\n")
+    editor.delete_items(sequence, [0], owner=None)
+    assert editor.result() == "s:\n- w\n"

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import yaml
 from yaml.constructor import ConstructorError, SafeConstructor
-from yaml.nodes import MappingNode, Node, SequenceNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from cozyrender.postrender.errors import PostRenderError
-from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of
+from cozyrender.postrender.errors import EditError, PostRenderError
+from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of, split_chunks
 from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
-from cozyrender.postrender.yamledit import Editor, find_entry, is_null
+from cozyrender.postrender.verify import Intent, check_edit
+from cozyrender.postrender.yamledit import STR_TAG, Editor, find_entry, is_null
 from cozyrender.yamlio import MERGE_TAG
 from cozyrender.yamlio import SafeLoader as Loader
 
@@ -24,17 +25,22 @@ MAX_EXPANDED_NODES = 200_000
 # deleting an anchor would leave its aliases undefined: such documents are
 # passed through when no rule changes them, refused when one must.
 SHARED_NODES = "aliases and merge keys are not supported in a document cozyrender edits"
+_OTHER_BREAKS = ("\x85", "\u2028", "\u2029")
+_BREAK_CHARS = ("\n", "\r")
 
 
 class Document:
     """A parsed chunk: its node tree and the edits made to its text."""
 
-    __slots__ = ("chunk", "source", "editor", "root", "dropped", "shared")
+    __slots__ = ("chunk", "source", "editor", "root", "dropped", "shared", "intent", "in_stream_bom", "needs_tree")
 
     def __init__(self, chunk: Chunk, source: str | None, editor: Editor, root: MappingNode) -> None:
         self.chunk, self.source, self.editor, self.root = chunk, source, editor, root
         self.dropped = False
         self.shared = False  # uses aliases or merge keys
+        self.intent = Intent()  # what the edits are meant to change, for `verified`
+        self.in_stream_bom = False  # the chunk starts with a BOM after a `...` line (read as a space)
+        self.needs_tree = True  # its values must be constructed to be checked (`syntax.check_chunk`)
 
     def uneditable(self) -> str | None:
         """Why this document's text cannot be edited safely, if it cannot.
@@ -42,9 +48,35 @@ class Document:
         if self.shared:
             return SHARED_NODES
         text = self.editor.text
-        if "\r" in text and text.count("\r") != text.count("\r\n"):
-            return "lone CR line breaks are not supported in a document cozyrender edits"
+        if ("\r" in text and text.count("\r") != text.count("\r\n")) or any(ch in text for ch in _OTHER_BREAKS):
+            return "line breaks other than LF and CRLF (a lone CR, NEL, LS, PS) are not supported in a document cozyrender edits"
         return None
+
+    def verified(self, edited: str, after_end: bool, last: bool) -> bytes:
+        """The edited text as output bytes, once it is shown to read back as
+        the original with exactly the intended changes (`verify`), in the
+        place it takes in the output (after a `...` line or not; the last
+        chunk or not). Raises EditError."""
+        if self.in_stream_bom:
+            if not edited.startswith(" "):
+                raise EditError("an edit at the start of a document that begins with a byte order mark")
+            output = "\ufeff" + edited[1:]
+        else:
+            output = edited
+        raw = output.encode("utf-8")
+        if len(split_chunks(raw)) > 1:
+            raise EditError("the edit would start or end a document")
+        original = self.editor.prefix + self.editor.text
+        if not last and original.endswith(_BREAK_CHARS) and not output.endswith(_BREAK_CHARS):
+            raise EditError("the edit would join this document to the next")
+        try:
+            if after_end:  # the one check a parse alone does not make
+                check_chunk(edited.encode("utf-8"), after_end)
+            root = compose_text(edited)
+        except SyntaxProblem as err:
+            raise EditError(f"the edited text does not parse ({err}); nothing was written") from None
+        check_edit(self.root, root, self.intent)
+        return raw
 
     def error(self, problem: str) -> PostRenderError:
         return PostRenderError(problem, self.chunk.number, self.source)
@@ -52,14 +84,17 @@ class Document:
 
 class KubeObject:
     """A Kubernetes object: a document's root, or an item of a `kind: List`
-    (then `parent` is the `items` sequence, the item's index, the `items` key)."""
+    (then `parent` is the `items` sequence, the item's index, the `items` key).
+    `path` leads from the document's root to it: () or ("items", index)."""
 
-    __slots__ = ("document", "node", "data", "parent", "dropped")
+    __slots__ = ("document", "node", "data", "parent", "dropped", "path", "decision")
 
     def __init__(self, document: Document, node: MappingNode, data: dict,
                  parent: tuple[SequenceNode, int, Node] | None = None) -> None:
         self.document, self.node, self.data, self.parent = document, node, data, parent
         self.dropped = False
+        self.path = () if parent is None else ("items", parent[1])
+        self.decision = None  # a rule's decision, made once when the facts are gathered
 
     @property
     def kind(self) -> object:
@@ -93,12 +128,17 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
             chunk.number,
             source_of(data, chunk),
         ) from None
+    original = text
+    view = in_stream_view(text, chunk.start)
+    if view is not text:
+        text, raw = view, view.encode("utf-8")
+    needs_tree = True
     if not checked:
         try:
-            aliased = check_chunk(raw)
+            needs_tree = check_chunk(raw, chunk.after_end)
         except SyntaxProblem as err:
             raise PostRenderError(str(err), chunk.number, source_of(data, chunk)) from None
-        if not (aliased or mentions_rule_kind(data, chunk)):
+        if not (needs_tree or mentions_rule_kind(data, chunk)):
             return None
     source = source_of(data, chunk)
     try:
@@ -109,29 +149,55 @@ def read_document(data: bytes, chunk: Chunk, checked: bool = False) -> Document 
         return None  # empty, or comments only
     document = Document(chunk, source, Editor(text), root)
     document.shared = shared
+    document.in_stream_bom = view is not original
+    document.needs_tree = checked or needs_tree
     return document
+
+
+def in_stream_view(text: str, start: int) -> str:
+    """The text of a chunk as libyaml reads it inside the stream. A byte
+    order mark at the stream's start is the encoding's signature (the Editor
+    holds it apart); one that starts a later chunk (after a `...` line) is
+    skipped as one column of blank, so it is read as a space: same offsets,
+    same columns, same verdict as in the whole stream."""
+    if start > 0 and text.startswith("\ufeff"):
+        return " " + text[1:]
+    return text
 
 
 def compose_checked(text: str, checked: bool = False) -> tuple[Node | None, bool]:
     """One YAML document composed after the checks every chunk gets (unless
     `checked` says they ran): (its root, None when empty; whether it uses
-    aliases or merge keys). Raises SyntaxProblem."""
+    aliases or merge keys). A leading byte order mark is not part of the
+    document (marks count from after it, as the Editor does). Raises SyntaxProblem."""
     if not checked:
         check_chunk(text.encode("utf-8"))
-    try:
-        root = yaml.compose(text, Loader=Loader)
-    except yaml.YAMLError as err:  # check_chunk passed it: a parser disagreement
-        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
-    if is_null(root):
+    root = compose_text(text)
+    if root is None:
         return None, False
+    if "*" not in text and "<<" not in text:
+        return root, False  # no alias, no merge key: nothing shared, no bomb
     problem, shared = structure_problem(root)
     if problem:
         raise SyntaxProblem(problem)
     return root, shared
 
 
+def compose_text(text: str) -> Node | None:
+    """The node tree of one YAML document (None when empty or null); a
+    leading byte order mark is left out, so marks count as the Editor does.
+    Raises SyntaxProblem."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        root = yaml.compose(text, Loader=Loader)
+    except yaml.YAMLError as err:
+        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
+    return None if is_null(root) else root
+
+
 def kube_objects(document: Document) -> list[KubeObject]:
-    top = KubeObject(document, document.root, _construct(document, document.root))
+    top = KubeObject(document, document.root, _construct_top(document))
     if top.kind != "List":
         return [top]
     entry = find_entry(document.root, "items")
@@ -148,11 +214,57 @@ def kube_objects(document: Document) -> list[KubeObject]:
     return found
 
 
+# A quota's `spec.hard` with more entries than this is read by its keys only
+# (the rules read nothing else there), when the document's values are known
+# to construct (`Document.needs_tree` is false): the values of tens of
+# thousands of keys are not built only to be thrown away.
+_KEYS_ONLY_OVER = 64
+
+
+def _construct_top(document: Document) -> dict:
+    hard = None if document.needs_tree else _big_hard(document.root)
+    if hard is None:
+        return _construct(document, document.root)
+    entries, hard.value = hard.value, []
+    try:
+        data = _construct(document, document.root)
+    finally:
+        hard.value = entries
+    data["spec"]["hard"] = {key.value if key.tag == STR_TAG else construct(key): None for key, _ in entries}
+    return data
+
+
+def _big_hard(root: MappingNode) -> MappingNode | None:
+    entry = find_entry(root, "spec")
+    spec = entry[2] if entry else None
+    entry = find_entry(spec, "hard") if isinstance(spec, MappingNode) else None
+    hard = entry[2] if entry else None
+    if isinstance(hard, MappingNode) and len(hard.value) > _KEYS_ONLY_OVER \
+            and all(isinstance(key, ScalarNode) for key, _ in hard.value):
+        return hard
+    return None
+
+
 def _construct(document: Document, node: Node) -> dict:
+    try:
+        data = construct(node)
+    except SyntaxProblem as err:
+        raise document.error(str(err)) from None
+    if not isinstance(data, dict):  # a `!!set` is a mapping node, but no object
+        raise document.error(f"the document is a {type(data).__name__}, not a mapping")
+    return data
+
+
+def construct(node: Node) -> object:
+    """A node tree as Python values, as the safe constructor builds them;
+    SyntaxProblem for a value it refuses (a bad timestamp, a `!!binary`
+    that is not base64, a number too long for int())."""
     try:
         return SafeConstructor().construct_document(node)
     except ConstructorError as err:
-        raise document.error(f"unsupported YAML: {describe_yaml_error(err)}") from None
+        raise SyntaxProblem(f"unsupported YAML: {describe_yaml_error(err)}") from None
+    except (ValueError, TypeError, OverflowError) as err:
+        raise SyntaxProblem(f"unsupported YAML: {' '.join(str(err).split())}") from None
 
 
 def structure_problem(root: Node) -> tuple[str | None, bool]:

@@ -8,15 +8,15 @@ text edits from `yamledit`.
 from __future__ import annotations
 
 import yaml
-from yaml.constructor import SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from cozyrender import values_secret
 from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL, label_value
 from cozyrender.postrender import rules
-from cozyrender.postrender.document import SHARED_NODES, KubeObject, compose_checked
+from cozyrender.postrender.document import SHARED_NODES, KubeObject, compose_checked, compose_text, construct
 from cozyrender.postrender.errors import EditError
 from cozyrender.postrender.syntax import SyntaxProblem, describe_yaml_error
+from cozyrender.postrender.verify import Intent, check_edit
 from cozyrender.postrender.yamledit import STR_TAG, Editor, child, find_entry, is_null
 
 
@@ -42,14 +42,19 @@ def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> tuple[str, obj
     if kind == "Namespace":
         entitled = _entitlement(obj)
         if entitled is None:
-            return None
+            if not _stock_tenant(obj):
+                return None
+            entitled = False
+            warnings.append(obj.document.error(
+                f"{obj.label} is a Cozystack tenant namespace without the vGPU render inputs (its chart does not "
+                f"render them): treated as not entitled, labelled {VGPU_LABEL}: \"false\"").message)
         name = obj.metadata.get("name")
         if name in facts.entitlements:
             raise obj.document.error(f"{obj.label}: a second Namespace document for the same tenant")
         facts.entitlements[name] = entitled
         return EDIT
     if kind == "ResourceQuota":
-        decision = _quota_decision(obj)
+        decision = obj.decision = _quota_decision(obj)
         if decision is None:
             return None
         for key, reason in decision.malformed:
@@ -74,7 +79,8 @@ def needs_edit(wait: tuple[str, object], facts: Facts) -> bool:
 
 def edit(obj: KubeObject, facts: Facts) -> None:
     kind = obj.kind
-    if kind == "Namespace" and obj.metadata.get("name") in facts.entitlements and _entitlement(obj) is not None:
+    if kind == "Namespace" and obj.metadata.get("name") in facts.entitlements and (
+            _entitlement(obj) is not None or _stock_tenant(obj)):
         _write_vgpu_label(obj, facts.entitlements[obj.metadata.get("name")])
     elif kind == "ResourceQuota":
         _filter_quota(obj)
@@ -93,6 +99,12 @@ def _entitlement(obj: KubeObject) -> bool | None:
         raise obj.document.error(f"{obj.label}: {err}") from None
 
 
+def _stock_tenant(obj: KubeObject) -> bool:
+    _check_mapping_field(obj, "labels")
+    return rules.is_stock_tenant_namespace(obj.metadata.get("name"), obj.metadata.get("labels"),
+                                           obj.metadata.get("annotations"))
+
+
 def _quota_decision(obj: KubeObject) -> rules.QuotaDecision | None:
     spec = obj.data.get("spec")
     hard = spec.get("hard") if isinstance(spec, dict) else None
@@ -104,42 +116,53 @@ def _quota_decision(obj: KubeObject) -> rules.QuotaDecision | None:
 
 
 def _filter_quota(obj: KubeObject) -> None:
-    decision = _quota_decision(obj)
+    decision = obj.decision if obj.decision is not None else _quota_decision(obj)
     if decision is None or not decision.changed:
         return
     if decision.drop:
         _drop(obj)
         return
     hard_node = child(obj.node, "spec", "hard")
-    indices = [_entry_index(obj, hard_node, key) for key in decision.removed]
+    indices = _entry_indices(obj, hard_node, decision.removed)
     obj.document.editor.delete_entries(hard_node, indices, owner=_owner_key(obj.node, "spec", "hard"))
+    obj.document.intent.remove(obj.path + ("spec", "hard"), decision.removed)
 
 
 def _write_vgpu_label(obj: KubeObject, entitled: bool) -> None:
-    editor = obj.document.editor
+    editor, intent = obj.document.editor, obj.document.intent
+    at = obj.path + ("metadata",)
     metadata = child(obj.node, "metadata")
     annotations = child(metadata, "annotations")
-    # Remove the render inputs; an annotations map left empty goes too.
-    indices = [_entry_index(obj, annotations, key) for key in (REQUESTED_ANNOTATION, PARENT_ANNOTATION)]
+    # Remove the render inputs (when there are any); an annotations map left empty goes too.
+    inputs = [key for key in (REQUESTED_ANNOTATION, PARENT_ANNOTATION)
+              if isinstance(annotations, MappingNode) and find_entry(annotations, key) is not None]
     value = label_value(entitled)
     labels = child(metadata, "labels")
     _check_mapping_field(obj, "labels")
-    if len(indices) == len(annotations.value):
-        annotations_index = _entry_index(obj, metadata, "annotations")
-        if labels is None:  # one edit where the annotations stood
-            editor.replace_entry(metadata, annotations_index, "labels", {VGPU_LABEL: value})
-            return
-        editor.delete_entries(metadata, [annotations_index], owner=None)
-    else:
-        editor.delete_entries(annotations, indices, owner=_owner_key(obj.node, "metadata", "annotations"))
+    if inputs:
+        indices = _entry_indices(obj, annotations, inputs)
+        if len(indices) == len(annotations.value):
+            annotations_index = _entry_indices(obj, metadata, ["annotations"])[0]
+            intent.remove(at, ["annotations"])
+            if labels is None:  # one edit where the annotations stood
+                editor.replace_entry(metadata, annotations_index, "labels", {VGPU_LABEL: value})
+                intent.set(at, "labels", {VGPU_LABEL: value})
+                return
+            editor.delete_entries(metadata, [annotations_index], owner=None)
+        else:
+            editor.delete_entries(annotations, indices, owner=_owner_key(obj.node, "metadata", "annotations"))
+            intent.remove(at + ("annotations",), inputs)
     if labels is None:
         editor.add_entry(metadata, "labels", {VGPU_LABEL: value})
+        intent.set(at, "labels", {VGPU_LABEL: value})
     elif is_null(labels):
-        editor.set_value(metadata, _entry_index(obj, metadata, "labels"), {VGPU_LABEL: value})
+        editor.set_value(metadata, _entry_indices(obj, metadata, ["labels"])[0], {VGPU_LABEL: value})
+        intent.set(at, "labels", {VGPU_LABEL: value})
     else:
         current = find_entry(labels, VGPU_LABEL)
         if current is None or current[2].tag != STR_TAG or current[2].value != value:
             editor.set_entry(labels, VGPU_LABEL, value)
+        intent.set(at + ("labels",), VGPU_LABEL, value)
 
 
 def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
@@ -168,41 +191,63 @@ def _filter_values_secret(obj: KubeObject, entitled: bool) -> None:
         if new_text == text:
             continue
         if encoded:
-            editor.replace_scalar_text(node, _requote(node, values_secret.encode(new_text)))
+            new_value = values_secret.encode(new_text)
+            editor.replace_scalar_text(node, _requote(node, new_value))
         else:
+            new_value = new_text
             editor.replace_string(node, new_text)
+        obj.document.intent.set(obj.path + (field_name,), values_secret.VALUES_KEY, ("s", STR_TAG, new_value))
 
 
 def edit_values(text: str, entitled: bool) -> str:
     """A tenant's values.yaml with `_namespace.vgpu` and `_cluster.gpu-vgpu`
     made right; the rest as written."""
     root, shared = compose_checked(text)
-    values = SafeConstructor().construct_document(root) if root is not None else None
+    values = construct(root) if root is not None else None
     decision = rules.decide_values(values, entitled)
     if not decision.changed:
         return text
     if shared:
         raise rules.RuleError(SHARED_NODES)
+    intent = Intent()
     if root is None:  # blank or comments only: only an entitlement can change it
-        return (text.rstrip("\n") + "\n" if text.strip() else "") + "_namespace:\n  vgpu: true\n"
+        intent.set((), "_namespace", {rules.NAMESPACE_VGPU: True})
+        new_text = (text.rstrip("\n") + "\n" if text.strip() else "") + "_namespace:\n  vgpu: true\n"
+    else:
+        editor = Editor(text)
+        namespace = child(root, "_namespace")
+        if decision.remove_namespace_vgpu:
+            index = find_entry(namespace, rules.NAMESPACE_VGPU)[0]
+            editor.delete_entries(namespace, [index], owner=find_entry(root, "_namespace")[1])
+            intent.remove(("_namespace",), [rules.NAMESPACE_VGPU])
+        if decision.set_namespace_vgpu:
+            if namespace is None or is_null(namespace):
+                if namespace is None:
+                    editor.add_entry(root, "_namespace", {rules.NAMESPACE_VGPU: True})
+                else:
+                    editor.set_value(root, find_entry(root, "_namespace")[0], {rules.NAMESPACE_VGPU: True})
+                intent.set((), "_namespace", {rules.NAMESPACE_VGPU: True})
+            else:
+                editor.set_entry(namespace, rules.NAMESPACE_VGPU, True)
+                intent.set(("_namespace",), rules.NAMESPACE_VGPU, True)
+        if decision.remove_cluster_vgpu:
+            cluster = child(root, "_cluster")
+            index = find_entry(cluster, rules.CLUSTER_VGPU)[0]
+            editor.delete_entries(cluster, [index], owner=find_entry(root, "_cluster")[1])
+            intent.remove(("_cluster",), [rules.CLUSTER_VGPU])
+        new_text = editor.result()
+    verify_values(root, new_text, intent)
+    return new_text
 
-    editor = Editor(text)
-    namespace = child(root, "_namespace")
-    if decision.remove_namespace_vgpu:
-        index = find_entry(namespace, rules.NAMESPACE_VGPU)[0]
-        editor.delete_entries(namespace, [index], owner=find_entry(root, "_namespace")[1])
-    if decision.set_namespace_vgpu:
-        if namespace is None:
-            editor.add_entry(root, "_namespace", {rules.NAMESPACE_VGPU: True})
-        elif is_null(namespace):
-            editor.set_value(root, find_entry(root, "_namespace")[0], {rules.NAMESPACE_VGPU: True})
-        else:
-            editor.set_entry(namespace, rules.NAMESPACE_VGPU, True)
-    if decision.remove_cluster_vgpu:
-        cluster = child(root, "_cluster")
-        index = find_entry(cluster, rules.CLUSTER_VGPU)[0]
-        editor.delete_entries(cluster, [index], owner=find_entry(root, "_cluster")[1])
-    return editor.result()
+
+def verify_values(root: Node | None, new_text: str, intent: Intent) -> None:
+    """The edited values.yaml, parsed again, is the original with exactly
+    `intent` applied (the rule of `verify`); EditError otherwise."""
+    try:  # a parse is enough: the comparison sees what the event pass would (duplicate keys, tags)
+        edited = compose_text(new_text)
+    except SyntaxProblem as err:
+        raise EditError(f"the edited text does not parse ({err}); nothing was written") from None
+    check_edit(root, edited, intent)
 
 def _drop(obj: KubeObject) -> None:
     if obj.parent is None:
@@ -220,13 +265,22 @@ def commit_list_drops(objects: list[KubeObject]) -> None:
     for first, indices in by_list.values():
         items, _, items_key = first.parent
         first.document.editor.delete_items(items, indices, owner=items_key)
+        first.document.intent.remove_items(first.path[:-1], indices)
 
 
-def _entry_index(obj: KubeObject, mapping: Node, key: str) -> int:
-    entry = find_entry(mapping, key) if isinstance(mapping, MappingNode) else None
-    if entry is None:
-        raise obj.document.error(f"{obj.label}: {key!r} comes from an alias or merge and cannot be edited")
-    return entry[0]
+def _entry_indices(obj: KubeObject, mapping: Node, keys) -> list[int]:
+    """The indices of the entries with these string keys, in one pass over
+    the mapping (removing N keys stays linear)."""
+    wanted = set(keys)
+    found: dict[str, int] = {}
+    if isinstance(mapping, MappingNode):
+        for index, (key_node, _) in enumerate(mapping.value):
+            if isinstance(key_node, ScalarNode) and key_node.tag == STR_TAG and key_node.value in wanted:
+                found.setdefault(key_node.value, index)
+    for key in keys:
+        if key not in found:
+            raise obj.document.error(f"{obj.label}: {key!r} comes from an alias or merge and cannot be edited")
+    return [found[key] for key in keys]
 
 
 def _owner_key(node: MappingNode, *path: str) -> Node:

@@ -6,12 +6,14 @@ patch generator reaches the same decisions through `post_render` itself.
 
 from __future__ import annotations
 
+import re
 from collections import namedtuple
 from collections.abc import Mapping
 
 from cozyrender.entitlement import (
     PARENT_ANNOTATION,
     REQUESTED_ANNOTATION,
+    VGPU_LABEL,
     flag_value,
     is_entitled,
 )
@@ -39,13 +41,21 @@ class QuotaDecision(namedtuple("QuotaDecision", "removed malformed drop keeps"))
         return bool(self.removed)
 
 
+# The common well-formed budget keys (`keys.quota_key_problem` says None for
+# each), told apart in one match: a quota of tens of thousands of keys is
+# mostly these. Any other key in the domain is judged by quota_key_problem.
+_WELL_FORMED = re.compile(r"(?:requests\.|limits\.)?(?!requests\.|limits\.)"
+                          r"(?:[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?\.)?gpuclass\.cozystack\.io/devices\Z")
+
+
 def decide_quota(hard_keys: list) -> QuotaDecision:
     """Budget keys leave a quota; a quota left empty by that is dropped.
 
     A quota that declared nothing to begin with is not ours to drop."""
     removed = tuple(key for key in hard_keys if isinstance(key, str) and in_budget_domain(key))
+    well_formed = _WELL_FORMED.match
     malformed = tuple(
-        (key, problem) for key in removed if (problem := quota_key_problem(key)) is not None
+        (key, problem) for key in removed if not well_formed(key) and (problem := quota_key_problem(key)) is not None
     )
     drop = bool(removed) and len(removed) == len(hard_keys)
     return QuotaDecision(removed, malformed, drop, keeps=bool(hard_keys) and not drop)
@@ -75,6 +85,31 @@ def tenant_entitlement(annotations: Mapping | None) -> bool | None:
             raise RuleError(f'annotation {key} must be the string "true" or "false", not {value!r}')
         flags.append(value == "true")
     return is_entitled(*flags)
+
+
+TENANT_ROOT = "tenant-root"
+TENANT_PREFIX = "tenant-"
+ANCESTOR_LABEL = "tenant.cozystack.io/tenant-root"
+HOST_LABEL = "namespace.cozystack.io/host"
+
+
+def is_stock_tenant_namespace(name: object, labels: Mapping | None, annotations: Mapping | None) -> bool:
+    """Whether a Namespace is a Cozystack tenant namespace rendered by a chart
+    that knows nothing of the vGPU (Cozystack's own): named `tenant-root` or
+    `tenant-...`, carrying the `tenant.cozystack.io/tenant-root` ancestor label
+    or the `namespace.cozystack.io/host` label, with neither render input nor
+    the `namespace.cozystack.io/vgpu` label. Such a tenant is not entitled:
+    passing it through would leave its vGPU state to whatever was there
+    before. (With the label and no inputs it is post-rendered output, and
+    passes unchanged, so post-rendering stays idempotent.)"""
+    labels = labels or {}
+    annotations = annotations or {}
+    if not isinstance(name, str) or not (name == TENANT_ROOT or name.startswith(TENANT_PREFIX)):
+        return False
+    if ANCESTOR_LABEL not in labels and HOST_LABEL not in labels:
+        return False
+    return (VGPU_LABEL not in labels and REQUESTED_ANNOTATION not in annotations
+            and PARENT_ANNOTATION not in annotations)
 
 
 class ValuesDecision(namedtuple("ValuesDecision", "set_namespace_vgpu remove_namespace_vgpu remove_cluster_vgpu")):

@@ -38,58 +38,90 @@ class SyntaxProblem(ValueError):
     """Why a chunk is not a single well-formed mapping document."""
 
 
-def check_chunk(raw: bytes) -> bool:
-    """Raise SyntaxProblem for a bad chunk; return whether it uses aliases."""
+_MERGE_KEY = "<<"
+_COLLECTION_TAGS = {
+    MappingStartEvent: frozenset({_CORE + "map", _CORE + "set", "!"}),
+    SequenceStartEvent: frozenset({_CORE + "seq", _CORE + "omap", _CORE + "pairs", "!"}),
+}
+_PLAIN_COLLECTION_TAGS = frozenset({_CORE + "map", _CORE + "seq", "!"})
+
+
+def check_chunk(raw: bytes, after_end: bool = False) -> bool:
+    """Raise SyntaxProblem for a bad chunk; return whether its document must
+    be composed and constructed to be checked (aliases, merge keys, explicit
+    tags other than !!str, !!map and !!seq, plain scalars that may not
+    construct: see `_plain_may_fail`).
+
+    The one rule for every document, whether a rule reads it or not: one
+    well-formed YAML document whose top level is a mapping, keys that are
+    scalars (a Kubernetes object is JSON: no complex keys) and unique, anchors
+    defined once, safe tags only, and values the safe constructor accepts.
+    `after_end`: the chunk follows a `...` line, so its document must start
+    with `---` (libyaml requires it there).
+    """
     parser = _Parser(raw)
     get_event = parser.get_event
     stack: list[tuple[set | None, bool]] = []
     keys: set | None = None  # keys of the innermost mapping; None inside a sequence
     expect_key = False
-    aliased = False
+    needs_tree = False
     documents = 0
+    anchors: dict[str, tuple[int, bool]] = {}  # anchor -> (line, anchors a scalar)
     try:
         while True:
             event = get_event()
             kind = type(event)
-            tag = getattr(event, "tag", None)
-            if tag is not None and tag not in SAFE_TAGS:
-                raise SyntaxProblem(f"tag {tag!r} is not allowed: safe YAML only{_at(event)}")
-            if kind is ScalarEvent:
+            if kind is ScalarEvent:  # the common case first, with the least work
+                value = event.value
+                if event.tag is not None or event.anchor is not None:
+                    needs_tree = _properties(event, kind, anchors) or needs_tree
+                elif value and value[0] in _NUMERIC_START and not needs_tree and event.implicit[0] \
+                        and _plain_may_fail(value):
+                    needs_tree = True
                 if keys is not None:
                     if expect_key:
-                        if event.value in keys:
-                            raise SyntaxProblem(f"duplicate key {event.value!r}{_at(event)}")
-                        keys.add(event.value)
+                        if value in keys:
+                            raise SyntaxProblem(f"duplicate key {value!r}{_at(event)}")
+                        keys.add(value)
+                        if value == _MERGE_KEY and event.implicit[0]:
+                            needs_tree = True
                     expect_key = not expect_key
-                elif not stack and (event.value or event.style or not event.implicit[0]):
+                elif not stack and (value or event.style or not event.implicit[0]):
                     # `---` with nothing after it is an empty document, not a scalar
                     raise SyntaxProblem("the document is a scalar, not a mapping")
-            elif kind is MappingStartEvent:
-                if keys is not None:
-                    expect_key = not expect_key
-                stack.append((keys, expect_key))
-                keys, expect_key = set(), True
-            elif kind is SequenceStartEvent:
-                if not stack:
-                    raise SyntaxProblem("the document is a sequence, not a mapping")
-                if keys is not None:
-                    expect_key = not expect_key
-                stack.append((keys, expect_key))
-                keys = None
             elif kind is MappingEndEvent or kind is SequenceEndEvent:
                 keys, expect_key = stack.pop()
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                if event.tag is not None or event.anchor is not None:
+                    needs_tree = _properties(event, kind, anchors) or needs_tree
+                if not stack and kind is SequenceStartEvent:
+                    raise SyntaxProblem("the document is a sequence, not a mapping")
+                if keys is not None:
+                    if expect_key:
+                        raise SyntaxProblem(f"a mapping key that is a {_noun(kind)} is not supported (a Kubernetes object is JSON){_at(event)}")
+                    expect_key = not expect_key
+                stack.append((keys, expect_key))
+                if kind is MappingStartEvent:
+                    keys, expect_key = set(), True
+                else:
+                    keys = None
             elif kind is AliasEvent:
-                aliased = True
+                needs_tree = True
                 if not stack:
                     raise SyntaxProblem("the document is an alias, not a mapping")
+                target = anchors.get(event.anchor)
                 if keys is not None:
+                    if expect_key and target is not None and not target[1]:
+                        raise SyntaxProblem(f"a mapping key that is an alias of a collection is not supported{_at(event)}")
                     expect_key = not expect_key
             elif kind is DocumentStartEvent:
                 documents += 1
                 if documents > 1:
                     raise SyntaxProblem("more than one document without a '---' separator")
+                if after_end and not event.explicit:
+                    raise SyntaxProblem("a document after a '...' line must start with '---'")
             elif kind is StreamEndEvent:
-                return aliased
+                return needs_tree
     except yaml.YAMLError as err:
         raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
     finally:
@@ -98,12 +130,54 @@ def check_chunk(raw: bytes) -> bool:
             dispose()
 
 
+_NUMERIC_START = frozenset("0123456789+-.")
+
+
+def _properties(event, kind: type, anchors: dict) -> bool:
+    """Check a node's tag and anchor; return whether the tag asks for the
+    document to be constructed (any explicit tag but !!str, !!map, !!seq)."""
+    tag, anchor = event.tag, event.anchor
+    if anchor is not None:
+        if anchor in anchors:
+            raise SyntaxProblem(
+                f"anchor &{anchor} is defined twice (lines {anchors[anchor][0]} and "
+                f"{event.start_mark.line + 1}); cozyrender requires unique anchors"
+            )
+        anchors[anchor] = (event.start_mark.line + 1, kind is ScalarEvent)
+    if tag is None:
+        return False
+    if tag not in SAFE_TAGS:
+        raise SyntaxProblem(f"tag {tag!r} is not allowed: safe YAML only{_at(event)}")
+    if kind is ScalarEvent:
+        return tag != _CORE + "str"
+    if tag not in _COLLECTION_TAGS[kind]:
+        raise SyntaxProblem(f"tag {tag!r} does not fit a {_noun(kind)}{_at(event)}")
+    return tag not in _PLAIN_COLLECTION_TAGS
+
+
+def _plain_may_fail(value: str) -> bool:
+    """Whether a plain scalar might resolve to a value the safe constructor
+    refuses: a timestamp-like one (`2001-13-45`), a number with underscores
+    (`0x_` has no digits once they are dropped) or one too long for Python's
+    int(). Cheap, so every scalar can be asked; a false yes costs a parse."""
+    return bool(value) and value[0] in _NUMERIC_START and (len(value) > 4000 or value[4:5] == "-" or "_" in value)
+
+
+def _noun(kind: type) -> str:
+    return "mapping" if kind is MappingStartEvent else "sequence"
+
+
 def describe_yaml_error(err: Exception) -> str:
-    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    """A YAML error in one line: what was being parsed, what went wrong, and where."""
+    problem = getattr(err, "problem", None)
+    if not problem:
+        return " ".join(str(err).split())
+    context = getattr(err, "context", None)
     mark = getattr(err, "problem_mark", None)
-    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark else str(problem)
+    text = f"{context}: {problem}" if context and context not in problem else problem
+    return f"{text} (line {mark.line + 1}, column {mark.column + 1})" if mark else text
 
 
-def _at(event: ScalarEvent) -> str:
+def _at(event) -> str:
     mark = event.start_mark
     return f" (line {mark.line + 1})" if mark is not None else ""

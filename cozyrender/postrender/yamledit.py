@@ -5,21 +5,34 @@ everything else (comments, key order, quoting, indentation) stays as written.
 Edits are collected as (start, end, replacement) spans over the document text
 and applied once, in `Editor.result()`.
 
-Block and flow (JSON) styles are both handled. Pure text manipulation, no I/O.
+Block and flow (JSON) styles are both handled. Pure text manipulation, no I/O;
+the text written for values comes from `scalars`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from cozyrender.postrender.errors import EditError
 
-STR_TAG = "tag:yaml.org,2002:str"
-NULL_TAG = "tag:yaml.org,2002:null"
+# The spellings live in `scalars`; these names stay importable from here (flux uses them).
+from cozyrender.postrender.scalars import (  # noqa: F401
+    Value,
+    _block_entry,
+    flow_value,
+    format_string_scalar,
+    literal_block,
+    literal_safe,
+    quote,
+)
 
-Value = str | bool | int | float | list | dict | None
+STR_TAG = "tag:yaml.org,2002:str"
+# A block scalar's header from its start mark: properties, then | or > and its indicators.
+_BLOCK_HEADER = re.compile(r"(?:[&!][^ \t\r\n]*[ \t]+)*[|>]([-+0-9]*)")
+NULL_TAG = "tag:yaml.org,2002:null"
 
 
 def find_entry(mapping: MappingNode, key: str) -> tuple[int, ScalarNode, Node] | None:
@@ -50,7 +63,11 @@ class Editor:
     """Collects non-overlapping text edits over one YAML text."""
 
     def __init__(self, text: str) -> None:
-        self.text = text
+        # A byte order mark at the start is not counted in libyaml's marks
+        # (its reader takes it as the encoding's signature): it is held apart
+        # and put back in front of the result, so edits land where the marks say.
+        self.prefix = "\ufeff" if text.startswith("\ufeff") else ""
+        self.text = text[len(self.prefix):]
         self._edits: list[tuple[int, int, str]] = []
         # New lines follow the document's own line breaks (CRLF stays CRLF).
         self.newline = "\r\n" if "\r\n" in text else "\n"
@@ -74,7 +91,7 @@ class Editor:
             pieces.append(replacement)
             cursor = end
         pieces.append(self.text[cursor:])
-        return "".join(pieces)
+        return self.prefix + "".join(pieces)
 
     # -- positions ---------------------------------------------------------
 
@@ -99,6 +116,15 @@ class Editor:
         prefix = "" if at == 0 or self.text[at - 1] == "\n" else "\n"
         self.replace(at, at, prefix + text)
 
+    def entry_column(self, key_node: Node) -> int:
+        """The column where the block-mapping entry of `key_node` starts: its
+        key's, or that of the `?` of an explicit key."""
+        start = key_node.start_mark.index
+        before = self.text[self._line_start(start):start].rstrip(" \t")
+        if before.endswith("?"):
+            return len(before) - 1
+        return key_node.start_mark.column
+
     def _block_entry_start(self, key_node: Node) -> int:
         start = key_node.start_mark.index
         start_of_line = self._line_start(start)
@@ -120,9 +146,31 @@ class Editor:
         if len(doomed) == len(mapping.value):
             self._empty_block(mapping, owner, "{}")
             return
+        # One span per run of entries with nothing between them (comment or
+        # blank lines between removed entries stay): tens of thousands of
+        # removed keys make a few edits, not one each.
+        text, entries = self.text, mapping.value
+        run_start = run_end = -1
         for index in sorted(doomed):
-            key_node, value_node = mapping.value[index]
-            self.replace(self._block_entry_start(key_node), self.content_end(value_node), "")
+            key_node, value_node = entries[index]
+            key_start = key_node.start_mark.index
+            if type(value_node) is ScalarNode and value_node.style is None and value_node.end_mark.index > key_start \
+                    and value_node.end_mark.line == key_node.start_mark.line and "\n" not in text[key_start:value_node.end_mark.index]:
+                # `key: value` on one line: its line, found without the general walk
+                start = text.rfind("\n", 0, key_start) + 1
+                if text[start:key_start].strip() not in ("", "?"):
+                    start = key_start
+                newline = text.find("\n", value_node.end_mark.index)
+                end = len(text) if newline < 0 else newline + 1
+            else:
+                start, end = self._block_entry_start(key_node), self.content_end(value_node)
+            if start == run_end:
+                run_end = end
+                continue
+            if run_start >= 0:
+                self.replace(run_start, run_end, "")
+            run_start, run_end = start, end
+        self.replace(run_start, run_end, "")
 
     def set_entry(self, mapping: MappingNode, key: str, value: Value) -> None:
         """Set `key` to `value`: replace the scalar in place, or add the entry."""
@@ -152,7 +200,7 @@ class Editor:
         if not mapping.value:
             raise EditError("cannot add to an empty block mapping")
         last_key, last_value = mapping.value[-1]
-        indent = last_key.start_mark.column
+        indent = self.entry_column(last_key)
         self.insert_lines(self.content_end(last_value), _block_entry(key, value, indent))
 
     def add_flow_entry(self, mapping: MappingNode, text: str) -> None:
@@ -160,9 +208,8 @@ class Editor:
         if mapping.value:
             at = mapping.value[-1][1].end_mark.index
             self.replace(at, at, ", " + text)
-        else:
-            at = mapping.start_mark.index + 1
-            self.replace(at, at, text)
+        else:  # before the closing brace: an anchor or tag stands before the opening one
+            self.replace(self._flow_close(mapping), self._flow_close(mapping), text)
 
     def replace_entry(self, mapping: MappingNode, index: int, key: str, value: Value) -> None:
         """Put a new entry where entry `index` stood."""
@@ -172,7 +219,7 @@ class Editor:
                          f"{quote(key)}: {flow_value(value)}")
         else:
             self.replace(self._block_entry_start(key_node), self.content_end(value_node),
-                         _block_entry(key, value, key_node.start_mark.column))
+                         _block_entry(key, value, self.entry_column(key_node)))
 
     def replace_string(self, node: ScalarNode, new_value: str) -> None:
         """Replace a string scalar, keeping a literal block a literal block."""
@@ -227,23 +274,84 @@ class Editor:
                 break
         end = node.end_mark.index
         if isinstance(node, ScalarNode) and node.style in ("|", ">"):
-            header = self.text[node.start_mark.index:self.line_end(node.start_mark.index)]
-            if "+" not in header.split("#", 1)[0]:  # clip or strip: trailing blank lines are not content
-                while end > node.start_mark.index and self.text[end - 1] in " \t\r\n":
-                    end -= 1
-            elif end == self._line_start(end):
-                return end
+            return self._block_scalar_end(node)
+        elif isinstance(node, ScalarNode) and node.start_mark.index == end:
+            # an empty value (`key:`, `? key`): its mark is where the next token
+            # starts, maybe lines below; its content ended with what came before
+            while end > 0 and self.text[end - 1] in " \t\r\n":
+                end -= 1
         elif end > 0 and end == self._line_start(end) and self.text[end - 1] == "\n":
             end -= 1  # a block collection's mark at the next line: its content ended before
         return self.line_end(end)
 
+    def _block_scalar_end(self, node: ScalarNode) -> int:
+        """`content_end` of a block scalar (| or >). Keep chomping (+): its
+        end mark, trailing blank lines included. Clip and strip: past the last
+        line holding content, that is more than the scalar's indentation;
+        lines of no more than that many spaces are not content, a line of more
+        spaces is (`"x\\n \\n"`)."""
+        text, start, end = self.text, node.start_mark.index, node.end_mark.index
+        header_end = self.line_end(start)
+        indicator = _BLOCK_HEADER.match(text, start, header_end)
+        if indicator is None:
+            raise EditError("a block scalar whose header this editor cannot read")
+        if "+" in indicator.group(1):
+            return end if end == self._line_start(end) else self.line_end(end)
+        lines = []
+        at = header_end
+        while at < end:
+            next_at = self.line_end(at)
+            lines.append((at, text[at:next_at].rstrip("\r\n")))
+            at = next_at
+        explicit = next((ch for ch in indicator.group(1) if ch.isdigit()), None)
+        first = next((line for _, line in lines if line.strip(" ")), None)
+        if first is None:
+            return header_end  # no line holds more than spaces: nothing but blank lines
+        if explicit is None:
+            leading = 0
+            for _, line in lines:
+                if line.strip(" "):
+                    break
+                leading = max(leading, len(line))
+            indent = max(leading, len(first) - len(first.lstrip(" ")))
+        else:
+            value_first = next((line for line in node.value.split("\n") if line.strip(" ")), None)
+            if value_first is None:
+                raise EditError("a block scalar whose indentation this editor cannot tell")
+            indent = (len(first) - len(first.lstrip(" "))) - (len(value_first) - len(value_first.lstrip(" ")))
+        last = header_end
+        for line_start, line in lines:
+            if len(line) > indent:
+                last = self.line_end(line_start)
+        return last
+
     def item_dash(self, sequence: SequenceNode, index: int) -> int:
-        """The offset of block-sequence item `index`'s `-`, which must begin its line."""
-        item = sequence.value[index]
-        dash = self.text.rfind("-", 0, item.start_mark.index)
-        if sequence.flow_style or dash < 0 or self.text[dash + 1:item.start_mark.index].strip():
+        """The offset of block-sequence item `index`'s `-`, which must begin its
+        line. Comment and blank lines may stand between the dash and the
+        item's content (`-\\n  # why\\n  kind: X`)."""
+        if sequence.flow_style:
             raise EditError("not an item of a block sequence")
-        if self.text[self._line_start(dash):dash].strip():
+        item = sequence.value[index]
+        pos = item.start_mark.index
+        line_start = self._line_start(pos)
+        before = self.text[line_start:pos]
+        while not before.strip(" \t"):  # the content starts its line: look at the lines above
+            if line_start == 0:
+                raise EditError("not an item of a block sequence")
+            line_start = self._line_start(line_start - 1)
+            line = self.text[line_start:self.line_end(line_start)].rstrip("\r\n")
+            body = line.lstrip(" \t")
+            if body.startswith("-") and (len(body) == 1 or body[1] in " \t"):
+                if body[1:].strip(" \t") and not body[1:].lstrip(" \t").startswith("#"):
+                    raise EditError("not an item of a block sequence")
+                return line_start + len(line) - len(body)
+            if body and not body.startswith("#"):
+                raise EditError("not an item of a block sequence")
+        stripped = before.rstrip(" \t")
+        if not stripped.endswith("-"):
+            raise EditError("not an item of a block sequence")
+        dash = line_start + len(stripped) - 1
+        if stripped[:-1].strip(" \t"):
             raise EditError("a sequence item shares its line with another node")
         return dash
 
@@ -283,7 +391,7 @@ class Editor:
         items = sequence.value
         if sequence.flow_style:
             if not items:
-                at = sequence.start_mark.index + 1
+                at = self._flow_close(sequence)
                 self.replace(at, at, text)
             elif index < len(items):
                 at = items[index].start_mark.index
@@ -304,8 +412,8 @@ class Editor:
     def _delete_flow(self, node: Node, entries: list[tuple[Node, Node]], doomed: set[int], empty: str) -> None:
         """Delete flow entries (first node, last node) with their separators,
         touching no byte of a kept entry, so edits inside kept entries stand."""
-        if len(doomed) == len(entries):
-            self.replace(node.start_mark.index, node.end_mark.index, empty)
+        if len(doomed) == len(entries):  # from the bracket: an anchor or tag before it stays
+            self.replace(self._flow_open(node), node.end_mark.index, empty)
             return
         index = 0
         while index < len(entries):
@@ -321,6 +429,32 @@ class Editor:
                 self.replace(entries[index - 1][1].end_mark.index, entries[last][1].end_mark.index, "")
             index = last + 1
 
+    def _flow_close(self, node: Node) -> int:
+        """The offset of a flow collection's closing bracket."""
+        at = node.end_mark.index - 1
+        if at < 0 or self.text[at] not in "}]":
+            raise EditError("unexpected flow collection layout")
+        return at
+
+    def _flow_open(self, node: Node) -> int:
+        """The offset of a flow collection's opening bracket, past the anchor
+        and tag (and the blanks, line breaks and comments) before it."""
+        text, at, end = self.text, node.start_mark.index, node.end_mark.index
+        while at < end:
+            ch = text[at]
+            if ch in "{[":
+                return at
+            if ch in "&!":
+                while at < end and text[at] not in " \t\r\n":
+                    at += 1
+            elif ch == "#":
+                at = self.line_end(at)
+            elif ch in " \t\r\n":
+                at += 1
+            else:
+                break
+        raise EditError("unexpected flow collection layout")
+
     def _empty_block(self, node: Node, owner: Node | None, empty: str) -> None:
         end = self.content_end(node)
         if owner is None:
@@ -330,118 +464,3 @@ class Editor:
         if colon > node.start_mark.index:
             raise EditError("unexpected mapping layout")
         self.replace(colon + 1, end, f" {empty}\n")
-
-
-def flow_value(value: Value) -> str:
-    """A value as one flow node (valid in block context too): strings
-    double-quoted, other scalars as PyYAML's safe dumper spells them."""
-    if isinstance(value, str):
-        return quote(value)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _float(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{flow_value(k)}: {flow_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(flow_value(v) for v in value) + "]"
-    raise TypeError(f"no flow spelling for {type(value).__name__}")
-
-
-def _float(value: float) -> str:
-    """A float as PyYAML's SafeRepresenter.represent_float spells it."""
-    text = repr(value).lower()
-    if text in ("nan", "inf", "-inf"):
-        return {"nan": ".nan", "inf": ".inf", "-inf": "-.inf"}[text]
-    if "." not in text and "e" in text:
-        text = text.replace("e", ".0e", 1)  # 1e17 is no YAML float; 1.0e+17 is
-    return text
-
-
-# Characters a YAML double-quoted scalar must escape (json would do, at an
-# import cost on Helm's hot path).
-_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
-
-
-def _special(ch: str) -> bool:
-    """A character YAML text cannot hold as itself: a control character
-    (C0, DEL, C1, NEL among them), a surrogate, a line or paragraph separator,
-    a byte order mark or a non-character; quote escapes it."""
-    return (ch < " " or "\x7f" <= ch <= "\x9f" or "\ud800" <= ch <= "\udfff"
-            or ch in "\u2028\u2029\ufeff\ufffe\uffff")
-
-
-def quote(text: str) -> str:
-    """`text` as a YAML double-quoted scalar, exactly."""
-    out = []
-    for ch in text:
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ch < " " or (ch >= "\x7f" and _special(ch)):  # no call for the common characters
-            out.append(f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
-
-
-def _block_entry(key: str, value: Value, indent: int) -> str:
-    pad = " " * indent
-    if isinstance(value, dict):
-        lines = "".join(_block_entry(k, v, indent + 2) for k, v in value.items())
-        return f"{pad}{key}:\n{lines}"
-    return f"{pad}{key}: {flow_value(value)}\n"
-
-
-def format_string_scalar(node: ScalarNode, text: str, new_value: str) -> str:
-    """A string scalar spelled in the style of the one it replaces: a literal
-    block stays a literal block at its indentation; anything else becomes a
-    double-quoted string, which holds every value exactly."""
-    if node.style == "|" and literal_safe(new_value):
-        return literal_block(new_value, _literal_indent(node, text), _header_comment(node, text))
-    return quote(new_value)
-
-
-def literal_block(value: str, indent: int, header_comment: str = "") -> str:
-    """`value` as a literal block scalar: the `|` header (its chomping indicator
-    chosen for the trailing line breaks, then `header_comment` as given), the
-    lines indented by `indent` spaces (empty lines stay empty), ending with a
-    line break. Exact only for a `literal_safe` value."""
-    body = value.rstrip("\n")
-    trailing = len(value) - len(body)
-    chomp = "-" if trailing == 0 else ("" if trailing == 1 else "+")
-    lines = [(" " * indent + line) if line else "" for line in body.split("\n")]
-    return f"|{chomp}{header_comment}\n" + "\n".join(lines) + "\n" * max(trailing, 1)
-
-
-def _header_comment(node: ScalarNode, text: str) -> str:
-    """A comment on a block scalar's header line (`|  # why`), kept as written."""
-    header_end = text.find("\n", node.start_mark.index)
-    header = text[node.start_mark.index:header_end if header_end >= 0 else len(text)].rstrip("\r")
-    at = header.find("#")
-    if at < 0:
-        return ""
-    return header[len(header[:at].rstrip()):]
-
-
-def literal_safe(value: str) -> bool:
-    """Whether `value` reads back exactly from a literal block: some content,
-    no leading blank on its first line (it would set the indentation), no
-    line of only blanks but the last (it would read back as an empty one), no
-    character a literal block cannot hold or reads as a line break."""
-    if not value.strip() or value.lstrip("\n").startswith((" ", "\t")):
-        return False
-    if any(line != line.rstrip(" \t") and not line.strip() for line in value.split("\n")[:-1]):
-        return False
-    return all(ch in "\n\t" or not _special(ch) for ch in value)
-
-
-def _literal_indent(node: ScalarNode, text: str) -> int:
-    header_end = text.find("\n", node.start_mark.index)
-    for line in text[header_end + 1:node.end_mark.index].split("\n"):
-        if line.strip():
-            return len(line) - len(line.lstrip(" "))
-    return node.start_mark.column + 2
