@@ -162,7 +162,7 @@ def test_bad_values_on_stdin_name_stdin():
 def test_missing_values_file_is_one_line_without_python_wording(tmp_path):
     code, out, err = run("tenant-a", str(TENANT), "-n", "tenant-root", "-f", str(tmp_path / "nope.yaml"))
     assert code == 2 and out == ""
-    assert err.startswith(f"cozyrender flux: error: values file {tmp_path / 'nope.yaml'}: no such file")
+    assert err.startswith(f"cozyrender flux: error: {tmp_path / 'nope.yaml'}: no such file")  # as every command words it
     assert "Errno" not in err and len(err.splitlines()) == 1
 
 

@@ -134,6 +134,16 @@ def test_the_wheel_runs_every_command_outside_the_repository(installed, tmp_path
     catalog = run(installed, cozy, "catalog", "--state", "cluster", cwd=work)
     assert catalog.returncode == 0 and b"a100-4c" in catalog.stdout, catalog.stderr
 
+    # flux: the README's example against the bundled chart, in sync, then written afresh
+    shutil.copytree(ROOT / "examples" / "flux", work / "flux")
+    flux_args = ["flux", "tenant-a", "tenant", "-n", "tenant-root", "-f", "flux/parent-values.yaml",
+                 "--helmrelease", "flux/tenant-a.yaml"]
+    in_sync = run(installed, cozy, *flux_args, "--check", cwd=work)
+    assert in_sync.returncode == 0, in_sync.stdout + in_sync.stderr
+    printed = run(installed, cozy, "flux", "tenant-a", "tenant", "-n", "tenant-root", "-f", "flux/parent-values.yaml",
+                  cwd=work)
+    assert printed.returncode == 0 and b"cozyrender flux: generated" in printed.stdout, printed.stderr
+
     # golden cases naming the bundled chart as the README writes it
     case = work / "cases" / "a"
     case.mkdir(parents=True)

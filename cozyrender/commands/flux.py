@@ -12,155 +12,25 @@ from __future__ import annotations
 import os
 import re
 import sys
-import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
 
 import click
 
+from cozyrender.commands import (
+    STDIN,
+    examples,
+    fail,
+    os_problem,
+    output_option,
+    read_bytes,
+    source_name,
+    user_values,
+    values_options,
+    warn,
+)
+
 EXIT_DRIFT = 1
-EXIT_ERROR = 2
-COMMAND = "cozyrender flux"
-
-# ---------------------------------------------------------------- shared CLI conventions
-# Local stand-ins for the helpers of `cozyrender.commands` (issue 12, NOTES-cli.md):
-# same names, signatures and output. When both branches are merged, replace this
-# block with
-#   from cozyrender.commands import (CommandError, examples, fail, output_option,
-#       read_text, source_name, user_values, values_options, warn)
-# (their `user_values` reads `-f -` itself; `_stdin_values_files` then goes too).
-
-STDIN = "-"
-STDIN_NAME = "<stdin>"
-
-
-class CommandError(click.ClickException):
-    """One line `cozyrender flux: error: ...` on stderr, exit 2 (or `exit_code`)."""
-
-    exit_code = EXIT_ERROR
-
-    def __init__(self, message: str, exit_code: int | None = None) -> None:
-        super().__init__(message)
-        if exit_code is not None:
-            self.exit_code = exit_code
-
-    def show(self, file=None) -> None:
-        text = " ".join(self.format_message().split())
-        click.echo(f"{COMMAND}: error: {text}", file=file, err=file is None)
-
-
-def fail(message: str, exit_code: int = EXIT_ERROR) -> NoReturn:
-    raise CommandError(message, exit_code)
-
-
-def warn(message: str) -> None:
-    text = message.strip()
-    while text.lower().startswith("warning:"):
-        text = text[len("warning:"):].lstrip()
-    click.echo(f"{COMMAND}: warning: {text}", err=True)
-
-
-def read_bytes(path: str) -> bytes:
-    """A file's bytes, or standard input for `-` (once per command run)."""
-    if path == STDIN:
-        meta = click.get_current_context().meta
-        if meta.get("cozyrender.stdin_read"):
-            fail("standard input ('-') can be given only once")
-        meta["cozyrender.stdin_read"] = True
-        return sys.stdin.buffer.read()
-    try:
-        return Path(path).read_bytes()
-    except OSError as err:
-        fail(f"{path}: {_os_problem(err)}")
-
-
-def read_text(path: str) -> str:
-    data = read_bytes(path)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        fail(f"{source_name(path)}: not UTF-8 text (byte {err.start}: {err.reason})")
-
-
-def _os_problem(err: OSError) -> str:
-    import errno
-
-    words = {errno.ENOENT: "no such file or folder", errno.EACCES: "permission denied",
-             errno.EISDIR: "is a folder, not a file", errno.ENOTDIR: "a part of the path is not a folder"}
-    return words.get(err.errno or 0) or (err.strerror or type(err).__name__).lower()
-
-
-def source_name(path: str) -> str:
-    return STDIN_NAME if path == STDIN else path
-
-
-def examples(*lines: str) -> str:
-    body = "\n".join(f"  {line}" for line in lines)
-    return f"\b\nExamples:\n{body}"
-
-
-def output_option(*choices: str, default: str) -> Callable[[Callable], Callable]:
-    return click.option("-o", "--output", type=click.Choice(choices), default=default,
-                        show_default=True, help="yaml (default) or json: how the list is printed.")
-
-
-def values_options(function: Callable) -> Callable:
-    for decorator in reversed((
-        click.option("-f", "--values", "values_files", multiple=True, metavar="FILE",
-                     help="A values file ('-' for standard input), e.g. what the HelmRelease's "
-                          "valuesFrom gives; repeat to merge, later files win."),
-        click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-                     help="A value in Helm's --set syntax; repeatable, applied after the files."),
-        click.option("--set-string", "set_string", multiple=True, metavar="KEY=VALUE",
-                     help="As --set, but every value stays a string."),
-        click.option("--set-json", "set_json", multiple=True, metavar="KEY=JSON",
-                     help="As --set, each value a JSON document (or a whole JSON object)."),
-        click.option("--set-file", "set_file", multiple=True, metavar="KEY=PATH",
-                     help="As --set, each value read from a file."),
-    )):
-        function = decorator(function)
-    return function
-
-
-def user_values(values_files: Sequence[str] = (), sets: Sequence[str] = (),
-                set_string: Sequence[str] = (), set_json: Sequence[str] = (),
-                set_file: Sequence[str] = (), inline: Sequence[dict] = ()) -> dict[str, Any]:
-    """Helm's merge order: files, inline layers, --set-json, --set, --set-string,
-    --set-file (render.load_values); `-f -` is standard input."""
-    from cozyrender.render import RenderError, load_values
-
-    with tempfile.TemporaryDirectory(prefix="cozyrender-") as tmp:
-        files, stdin_copy = _stdin_values_files(values_files, Path(tmp))
-        try:
-            return load_values(files, sets, inline, set_json=set_json, set_string=set_string,
-                               set_file=set_file)
-        except RenderError as err:
-            message = str(err)
-            if stdin_copy:
-                message = message.replace(stdin_copy, STDIN_NAME)
-            fail(message)
-
-
-def _stdin_values_files(paths: Sequence[str], tmp: Path) -> tuple[list[str], str | None]:
-    """The values files with `-` replaced by a copy of standard input (load_values reads paths)."""
-    files, copy = [], None
-    for path in paths:
-        if path == STDIN:
-            if copy is None:
-                copy = str(tmp / "stdin.yaml")
-                Path(copy).write_bytes(read_bytes(STDIN))
-            else:
-                read_bytes(STDIN)  # a second `-`: the shared error
-            files.append(copy)
-        else:
-            try:  # render.load_values would word an OSError as Python does
-                with open(path, "rb"):
-                    pass
-            except OSError as err:
-                fail(f"values file {path}: {_os_problem(err)}")
-            files.append(path)
-    return files, copy
 
 # ---------------------------------------------------------------- the command
 
@@ -209,7 +79,7 @@ def _release_and_chart(args: Sequence[str], helmrelease: str | None) -> tuple[st
 @click.option("--check", is_flag=True,
               help="With --helmrelease: write nothing; exit 1 with a diff when the file's "
                    "cozyrender entry is not what the chart and values give now.")
-@output_option("yaml", "json", default="yaml")
+@output_option("yaml", "json", default="yaml", help="yaml (default) or json: how the entry is printed.")
 def command(args: tuple[str, ...], namespace: str | None, values_files: tuple[str, ...],
             sets: tuple[str, ...], set_string: tuple[str, ...], set_json: tuple[str, ...],
             set_file: tuple[str, ...], helmrelease: str | None, chart_dir: str | None,
@@ -234,9 +104,13 @@ def command(args: tuple[str, ...], namespace: str | None, values_files: tuple[st
         fail("standard input ('-') can be given only once")
     if helmrelease and output != "yaml":
         fail(f"-o {output} is for printing the list; with --helmrelease the file is written")
+    from cozyrender.resources import chart_path
+
     release, chart = _release_and_chart(args, helmrelease)
-    if chart is not None and not os.path.exists(chart):
-        fail(f"{chart}: no such chart (a folder with Chart.yaml, or a chart archive)")
+    if chart is not None:
+        chart = str(chart_path(chart))  # a bundled chart by name, as `template` takes it
+        if not os.path.exists(chart):
+            fail(f"{chart}: no such chart (a folder with Chart.yaml, or a chart archive)")
     if chart_dir is not None and not os.path.isdir(chart_dir):
         fail(f"--chart-dir {chart_dir}: no such folder")
     try:
@@ -315,7 +189,7 @@ def _finish(name: str, helmrelease: str, written, check: bool, patches: int) -> 
             with open(helmrelease, "w", encoding="utf-8", newline="") as out:  # line breaks as read
                 out.write(written.text)
         except OSError as err:
-            fail(f"cannot write {helmrelease}: {_os_problem(err)}")
+            fail(f"cannot write {helmrelease}: {os_problem(err)}")
     if not plan.changes:
         click.echo(f"{name}: already up to date", err=True)
     elif plan.action == "remove":
