@@ -15,12 +15,13 @@ from __future__ import annotations
 import re
 from collections import namedtuple
 
+from cozyrender.kube.names import is_dns1123_label
+
 DOMAIN = "gpuclass.cozystack.io"
 RESOURCE = "devices"
 ALL_CLASSES_KEY = f"{DOMAIN}/{RESOURCE}"
 
 _DOMAIN_SUFFIX = "." + DOMAIN
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 _WHOLE_NUMBER = re.compile(r"[0-9]+\Z")
 # The prefixes a chart's quota flattening puts before a resource name.
 QUOTA_PREFIXES = ("requests.", "limits.")
@@ -109,7 +110,7 @@ def spell_budget_key(gpu_class: str | None) -> str:
 
 def is_class_name(name: str) -> bool:
     """A GPU class name is a DNS-1123 label: it becomes part of a budget key."""
-    return len(name) <= 63 and _DNS1123_LABEL.match(name) is not None
+    return is_dns1123_label(name)
 
 
 def parse_budget_key(key: str) -> BudgetKey:

@@ -135,6 +135,39 @@ def test_a_name_that_is_not_a_dns_label_is_refused(name):
     assert any(v.path == "" and "DNS-1123 label" in v.message for v in result.violations), messages(result)
 
 
+def test_a_name_with_a_nul_character_is_refused():
+    """cel-expr-python cuts strings at a NUL, so the name rule alone would see
+    "ok"; the API server's object-meta check and the NUL guard both refuse."""
+    obj = load("passthrough")
+    obj["metadata"]["name"] = "ok\x00BAD"
+    result = validate_gpuclass(obj)
+    assert not result.ok
+    assert_refused(result, "metadata.name", "RFC 1123 subdomain")
+    assert_refused(result, "", "NUL character")
+
+
+def test_an_immutable_field_changed_after_a_nul_character_is_refused():
+    """Cut at the NUL, old and new model would read the same and the
+    immutability rule would admit the change."""
+    old = load("vgpu")
+    new = copy.deepcopy(old)
+    new["spec"]["model"] = old["spec"]["model"] + "\x00H100"
+    result = validate_gpuclass(new, old)
+    assert not result.ok
+    assert_refused(result, "spec.model", "NUL character")
+
+
+@pytest.mark.parametrize("name", ["a.b", "a" * 253])
+def test_object_meta_allows_a_subdomain_where_the_rule_then_refuses(name):
+    """The API server's name check is a DNS-1123 subdomain; the CRD's own
+    rule narrows it to a label."""
+    obj = load("passthrough")
+    obj["metadata"]["name"] = name
+    result = validate_gpuclass(obj)
+    assert not any(v.path == "metadata.name" for v in result.violations), messages(result)
+    assert any(v.path == "" and "DNS-1123 label" in v.message for v in result.violations), messages(result)
+
+
 @pytest.mark.parametrize("resource", [
     "gpuclass.cozystack.io/devices",
     "a100.gpuclass.cozystack.io/devices",

@@ -10,7 +10,6 @@ Exit status: 0 done (or in sync), 1 drift (--check), 2 an error.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,14 +28,14 @@ from cozyrender.commands import (
     values_options,
     warn,
 )
+from cozyrender.kube.names import DNS1123_SUBDOMAIN
 
 EXIT_DRIFT = 1
 
 # ---------------------------------------------------------------- the command
 
-# Helm's release name rule (pkg/chartutil ValidateReleaseName): a DNS-1123
-# subdomain. An argument that cannot be a release name is a chart path.
-_RELEASE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Helm's release name rule (pkg/chartutil ValidateReleaseName) is a DNS-1123
+# subdomain: an argument that cannot be a release name is a chart path.
 
 
 def _release_and_chart(args: Sequence[str], helmrelease: str | None) -> tuple[str | None, str | None]:
@@ -50,7 +49,7 @@ def _release_and_chart(args: Sequence[str], helmrelease: str | None) -> tuple[st
         return args[0], args[1]
     if len(args) == 1:
         arg = args[0]
-        if helmrelease and not os.path.exists(arg) and _RELEASE_NAME.match(arg):
+        if helmrelease and not os.path.exists(arg) and DNS1123_SUBDOMAIN.fullmatch(arg):
             return arg, None
         return None, arg
     if not helmrelease:

@@ -117,3 +117,18 @@ def _needs_conversion(declaration: DeclType | None) -> bool:
     if declaration.kind == "object":
         return any(_needs_conversion(t) for _, t in declaration.fields)
     return declaration.kind in ("list", "map") and _needs_conversion(declaration.element)
+
+
+def holds_nul(value: object) -> bool:
+    """Whether a string anywhere in `value` (a key or a value) holds a NUL
+    character. cel-expr-python passes strings to cel-cpp as C strings, cut at
+    the first NUL, so a rule would judge a different value than the API server
+    does (`"ok\\x00BAD"` would match a name rule as `"ok"`)."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(holds_nul(item) for item in value)
+    return False
+

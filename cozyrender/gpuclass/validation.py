@@ -33,6 +33,7 @@ import yaml
 from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError, TypedScope
 from cozyrender.gpuclass.kubecel_types import DeclType, decl_type, escape
 from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, prune
+from cozyrender.kube.names import SUBDOMAIN_MESSAGE, is_dns1123_subdomain
 from cozyrender.kube.shape import join as join_path
 from cozyrender.kube.shape import mapping
 from cozyrender.resources import crd_path
@@ -209,6 +210,9 @@ class CRDValidator:
         name = (obj.get("metadata") or {}).get("name")
         if not name:
             yield FieldError("metadata.name", "Required value: name or generateName is required")
+        elif not isinstance(name, str) or not is_dns1123_subdomain(name):
+            # The API server's object-meta check for every custom resource.
+            yield FieldError("metadata.name", f"Invalid value: {name!r}: {SUBDOMAIN_MESSAGE}")
         if old is not None and name != (old.get("metadata") or {}).get("name"):
             yield FieldError("metadata.name", "Invalid value: the name of an object cannot change on update")
 

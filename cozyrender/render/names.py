@@ -3,17 +3,12 @@ before rendering so that a bad name never reaches the objects derived from it.""
 
 from __future__ import annotations
 
-import re
-
+from cozyrender.kube.names import DNS1123_LABEL, DNS1123_LABEL_MAX, DNS1123_SUBDOMAIN
 from cozyrender.render.errors import RenderError
 
 
-# what a namespace name must be.
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-DNS1123_LABEL_MAX = 63
 # Helm's release name rule (pkg/chart/common/util ValidateReleaseName): DNS-1123
 # subdomain characters, at most 53 so that names derived from it still fit.
-_RELEASE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 RELEASE_NAME_MAX = 53
 
 
@@ -23,9 +18,9 @@ def name_problem(name: str, what: str) -> str | None:
     refuses such a namespace at apply time; catching it at render time keeps a
     name like `tenant-Root` from reaching the objects derived from it."""
     if what == "namespace":
-        rule, limit, pattern = "a DNS-1123 label", DNS1123_LABEL_MAX, _DNS1123_LABEL
+        rule, limit, pattern = "a DNS-1123 label", DNS1123_LABEL_MAX, DNS1123_LABEL
     else:
-        rule, limit, pattern = "a DNS-1123 subdomain as Helm requires", RELEASE_NAME_MAX, _RELEASE_NAME
+        rule, limit, pattern = "a DNS-1123 subdomain as Helm requires", RELEASE_NAME_MAX, DNS1123_SUBDOMAIN
     shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "..."
     if not name:
         return f"the {what} name is empty; it must be {rule}"
