@@ -46,9 +46,13 @@ def test_raw_output_is_byte_identical_to_helm4(report: golden.GoldenReport, helm
     for result in report.results:
         values = tmp_path / f"{result.case.path.parent.name}-{result.case.name}.yaml"
         values.write_text(json.dumps(result.values))
+        capabilities = result.case.capabilities
         proc = subprocess.run(
             [str(helm4), "template", result.case.release, str(result.case.chart),
-             "-n", result.case.namespace, "-f", str(values)], capture_output=True)
+             "-n", result.case.namespace, "-f", str(values),
+             *(f"--api-versions={version}" for version in capabilities.api_versions),
+             *([f"--kube-version={capabilities.kube_version}"] if capabilities.kube_version else [])],
+            capture_output=True)
         if result.case.expect_error is not None:  # Helm itself refuses it, with that message
             assert proc.returncode != 0 and result.raw == "", result.case.path
             assert result.case.expect_error in proc.stderr.decode(), result.case.path
