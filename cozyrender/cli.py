@@ -112,7 +112,7 @@ def group():
 def _click_main(args: list[str]) -> None:
     import click
 
-    from cozyrender.commands import format_error
+    from cozyrender.commands import command_name, format_error
 
     cozyrender = group()
     no_args_help = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click >= 8.2
@@ -122,7 +122,7 @@ def _click_main(args: list[str]) -> None:
         click.echo(err.ctx.get_help() if err.ctx else "")
         sys.exit(0)
     except click.UsageError as err:
-        command = _command_path(err.ctx)
+        command = command_name(err.ctx)
         message = err.format_message().rstrip(".")
         message = message[:1].lower() + message[1:]
         click.echo(format_error(f"{message} (see '{command} --help')", command), err=True)
@@ -140,12 +140,3 @@ def _click_main(args: list[str]) -> None:
         sys.exit(1)
     # ctx.exit(n) under standalone_mode=False returns n; a command's return value is not a status
     sys.exit(result if isinstance(result, int) else 0)
-
-
-def _command_path(ctx) -> str:
-    if ctx is None:
-        return "cozyrender"
-    path = ctx.command_path.split()
-    if path and path[0] != "cozyrender":
-        path.insert(0, "cozyrender")
-    return " ".join(path)

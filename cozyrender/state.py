@@ -20,18 +20,17 @@ the objects loaded, a `ShapeError` from the readers).
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import sys
 import time
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from pathlib import Path
 
 import yaml
 
+from cozyrender.gcpause import collector_paused
 from cozyrender.yamlio import SafeLoader as _SafeLoader
 from cozyrender.yamlio import Unsupported, iter_documents
 
@@ -136,7 +135,7 @@ def iter_state_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
 
 def parse_documents(text: str, source: str) -> Objects:
     """Objects in one file's text, `List`s flattened; a non-object document is an error."""
-    with _collector_paused():
+    with collector_paused():
         docs = _json_documents(text, source) if text.lstrip().startswith(("{", "[")) else None
         if docs is None:
             docs = _yaml_documents(text, source, lambda: text)
@@ -277,17 +276,6 @@ class Progress:
             self.shown = False
 
 
-@contextmanager
-def _collector_paused():
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _flatten(obj: object, where: str) -> Iterator[dict]:
     if not isinstance(obj, dict):
         raise StateError(f"{where}: an item is not an object")
@@ -313,7 +301,7 @@ def load_objects(paths: Iterable[str | os.PathLike], exclude: Iterable[str | os.
     left_out = [Path(path) for path in exclude]
     progress = Progress()
     try:
-        with _collector_paused():
+        with collector_paused():
             for path in iter_state_files(paths):
                 if any(_same_file(path, other) for other in left_out):
                     if str(path) not in objects.excluded:

@@ -12,8 +12,7 @@ Decisions come from `rules`; text edits from `yamledit`.
 
 from __future__ import annotations
 
-import gc
-
+from cozyrender.gcpause import collector_paused
 from cozyrender.postrender.document import Document, KubeObject, kube_objects, read_document
 from cozyrender.postrender.errors import EditError, PostRenderError
 from cozyrender.postrender.filters import EDIT, Facts, commit_list_drops, edit, gather, needs_edit
@@ -51,13 +50,8 @@ def plan_output(data: bytes) -> tuple[list[Chunk], list[int | bytes], list[str]]
     is paused meanwhile: on a document of tens of thousands of keys its
     passes over the live trees would cost more than the work itself.
     """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_paused():
         return _plan_output(data)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _plan_output(data: bytes) -> tuple[list[Chunk], list[int | bytes], list[str]]:
