@@ -308,7 +308,7 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         identity = (group, kind, namespace if scoped else None, name)
         previous = seen.get(identity)
         if previous is not None:
-            if _comparable(previous, scoped) != _comparable(obj, scoped):
+            if _canonical(_comparable(previous, scoped)) != _canonical(_comparable(obj, scoped)):
                 first, second = sorted((previous, obj), key=_version_order)
                 err = ShapeError.at(
                     second, "", f"two different copies of one object ({kind} {group or 'core'}, "
@@ -470,6 +470,22 @@ def _comparable(obj: Mapping, scoped: bool) -> Mapping:
     if not scoped and isinstance(rest.get("metadata"), dict):
         rest["metadata"] = {key: value for key, value in rest["metadata"].items() if key != "namespace"}
     return rest
+
+
+def _canonical(value: object) -> tuple:
+    """`value` as copies are compared: type by type. Python's `==` holds
+    `1`, `1.0` and `true` equal, but the rules read them differently (a
+    count of `true` or `1.0` is bad input, a budget of `true` counts as 0),
+    so copies equal only under `==` would make the answer depend on which
+    copy came first. NaN equals NaN here (the same text, the same copy)."""
+    kind = type(value)
+    if kind is dict:
+        return ("map", tuple(sorted((_canonical(key), _canonical(item)) for key, item in value.items())))
+    if kind is list:
+        return ("list", tuple(_canonical(item) for item in value))
+    if kind is int:  # hex: no digit limit, linear in size
+        return ("int", format(value, "x"))
+    return (kind.__name__, repr(value))
 
 
 def _version_order(obj: Mapping) -> tuple:
