@@ -40,3 +40,68 @@ def test_copies_equal_only_as_python_values_are_two_different_copies_in_any_orde
     copies = [one, two] if order == "one first" else [two, one]
     result = run_check(tmp_path, [*classes(), *copies], vm("tenant-a", "v", [{"class": "a100", "count": 1}]))
     _bad_input(result, "two different copies of one object (Tenant apps.cozystack.io")
+
+
+# -- finding 2: aliases that expand without bound, or refer to themselves -----------
+
+def _laughs(levels: int) -> str:
+    """A billion-laughs block: each anchor a list of ten aliases to the one before."""
+    lines = ["  k0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    lines += [f"  k{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]" for i in range(1, levels + 1)]
+    return "\n".join(lines)
+
+
+TENANT_HEAD = "apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: b, namespace: tenant-a}\n"
+
+
+@pytest.mark.parametrize("where", ["state", "write"])
+def test_aliases_expanding_to_a_billion_nodes_are_bad_input(tmp_path, where):
+    """Ten aliases per level, nine levels: a few hundred bytes that held 10⁹
+    strings once expanded; a `spec` that is no object was spelt out in full
+    for the message (minutes and gigabytes), as was any walk over the object."""
+    hostile = TENANT_HEAD + "x:\n" + _laughs(8) + "\nspec: *l8\n"
+    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    if where == "state":
+        (tmp_path / "hostile.yaml").write_text(hostile)
+        write_json(tmp_path / "w.json", vm("tenant-a", "v", [{"class": "a100"}]))
+        result = _invoke("--state", str(state), str(tmp_path / "hostile.yaml"), "--write", str(tmp_path / "w.json"))
+    else:
+        (tmp_path / "w.yaml").write_text(hostile)
+        result = _invoke("--state", str(state), "--write", str(tmp_path / "w.yaml"))
+    _bad_input(result, "hostile.yaml" if where == "state" else "w.yaml",
+               "aliases expand the document to more than 1,000,000 nodes")
+
+
+@pytest.mark.parametrize("spec", ["&s {resourceQuotas: {cpu: 1}, x: *s}", "&s [*s]"], ids=["map", "list"])
+def test_an_alias_inside_the_collection_it_names_is_bad_input(tmp_path, spec):
+    """A structure that contains itself: two such copies were compared until
+    Python's recursion limit, and any walk over one never ends."""
+    (tmp_path / "w.yaml").write_text(TENANT_HEAD + f"spec: {spec}\n")
+    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    _bad_input(_invoke("--state", str(state), "--write", str(tmp_path / "w.yaml")),
+               "w.yaml", "an alias refers to a collection that contains it")
+
+
+def test_ordinary_anchors_and_merge_keys_still_load(tmp_path):
+    (tmp_path / "w.yaml").write_text(
+        "apiVersion: apps.cozystack.io/v1alpha1\nkind: VMInstance\nmetadata: {name: v, namespace: tenant-a}\n"
+        "x: &gpu {class: a100, count: 2}\nspec:\n  gpus: [{<<: *gpu, count: 3}, *gpu]\n")
+    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    result = _invoke("--state", str(state), "--write", str(tmp_path / "w.yaml"))
+    assert result.exit_code == 1 and "requested 5" in result.output, result.output
+
+
+# -- finding 3: a sexagesimal integer costs the square of its length ----------------
+
+@pytest.mark.parametrize("anchored", [False, True], ids=["streamed", "safe loader"])
+def test_a_long_sexagesimal_integer_is_bad_input(tmp_path, anchored):
+    """YAML 1.1 reads `1:59:59` as 7199; one of 60,000 groups (180 kB, in
+    an annotation of a manifest) took seconds to build, 600,000 minutes.
+    Refused like any number of more than 4,300 digits, in the streamed
+    builder and in the safe loader that reads files with anchors."""
+    hostile = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: tenant-a\n"
+               f"  annotations: {{a: {'&n ' if anchored else ''}1{':59' * 60000}}}\n")
+    (tmp_path / "hostile.yaml").write_text(hostile)
+    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    _bad_input(_invoke("--state", str(state), str(tmp_path / "hostile.yaml")),
+               "hostile.yaml", "a number has too many digits")
