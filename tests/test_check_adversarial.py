@@ -105,3 +105,29 @@ def test_a_long_sexagesimal_integer_is_bad_input(tmp_path, anchored):
     state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
     _bad_input(_invoke("--state", str(state), str(tmp_path / "hostile.yaml")),
                "hostile.yaml", "a number has too many digits")
+
+
+# -- finding 4: a tenant namespace's vGPU label disagreeing with the Tenants -------
+
+def _namespace(name: str, vgpu: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"namespace.cozystack.io/vgpu": vgpu}}}
+
+
+@pytest.mark.parametrize("labelled", ["tenant-a", "tenant-a-b"])
+def test_a_tenant_namespace_label_that_disagrees_with_the_tenants_refuses_vgpu(tmp_path, labelled):
+    """The label is the entitlement the platform rendered for the namespace;
+    the state holding it `false` while the Tenants from the root down say
+    true is two sources disagreeing: admitted before (the Tenants won)."""
+    from test_budgets_builders import gpuclass, root_namespace, run_check_json
+
+    vgpu = gpuclass("a100-4c", "nvidia.com/GRID_A100_4C", mode="vgpu")
+    state = [root_namespace("true"), vgpu, tenant("a", vgpu=True), tenant("b", "tenant-a", vgpu=True)]
+    desktop = vm("tenant-a-b", "desktop", [{"class": "a100-4c"}])
+    assert run_check_json(tmp_path, [*state, _namespace(labelled, "true")], desktop)[0] == 0
+    code, answer = run_check_json(tmp_path, [*state, _namespace(labelled, "false")], desktop)
+    assert code == 1, answer
+    assert f"namespace {labelled}: its label says false, the Tenants from the root down say true" in (
+        answer["reasons"][0]["message"])
+    code, findings = run_check_json(tmp_path, [*state, _namespace(labelled, "false")])
+    assert code == 1 and [(f["kind"], f["namespace"]) for f in findings] == [("vgpu-disagreement", labelled)]

@@ -81,6 +81,13 @@ def audit(state: BudgetState) -> list[Finding]:
     if state.platform_disagreement:
         findings.append(Finding(ERROR, "vgpu-disagreement", ROOT_NAMESPACE, "metadata.labels",
                                 state.platform_disagreement))
+    from .classes import label_disagreements
+
+    for namespace in state.namespace_vgpu:  # each label against its own chain (ancestors report their own)
+        for disagreement in label_disagreements(state, namespace, bool(state.platform_vgpu))[-1:]:
+            if disagreement.startswith(f"namespace {namespace}:"):
+                findings.append(Finding(ERROR, "vgpu-disagreement", namespace, "metadata.labels",
+                                        f"the vGPU entitlement sources disagree: {disagreement}"))
     findings.sort(key=_sort_key)
     return findings
 

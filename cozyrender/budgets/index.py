@@ -88,6 +88,10 @@ class BudgetState:
       when the state holds neither the tenant-root Namespace label nor the
       platform values; False, with `platform_disagreement` saying why, when
       they disagree)
+    - `namespace_vgpu`: tenant namespace (below the root) -> what the
+      `namespace.cozystack.io/vgpu` label of its Namespace in the state says
+      (the entitlement the platform rendered for it; a source that must agree
+      with the Tenant chain)
     - `malformed_namespaces`: namespace named like a tenant's that no tenant
       can own -> the objects found there (they are in no pool)
     """
@@ -108,6 +112,7 @@ class BudgetState:
     platform_disagreement: str | None = None
     class_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     malformed_namespaces: dict[str, list[str]] = field(default_factory=dict)
+    namespace_vgpu: dict[str, bool] = field(default_factory=dict)
     ordinary_charge: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     quotas: dict[str, list[Mapping]] = field(default_factory=dict)
     pods: dict[str, list[Mapping]] = field(default_factory=dict)
@@ -354,6 +359,12 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             labels = mapping(meta, "labels", obj, "metadata")
             if VGPU_LABEL in labels:
                 namespace_label = bool(flag_value(labels[VGPU_LABEL]))
+        elif kind == "Namespace" and group == "" and is_tenant_namespace(name):
+            from cozyrender.entitlement import VGPU_LABEL, flag_value
+
+            labels = mapping(meta, "labels", obj, "metadata")
+            if VGPU_LABEL in labels:  # anything but true is not entitled
+                state.namespace_vgpu[name] = bool(flag_value(labels[VGPU_LABEL]))
         elif kind == "Secret" and group == "" and is_values_secret(obj, ROOT_NAMESPACE):
             values_vgpu = _platform_vgpu_from_values(obj)
     if state.gpuclasses:
