@@ -131,3 +131,86 @@ def test_a_tenant_namespace_label_that_disagrees_with_the_tenants_refuses_vgpu(t
         answer["reasons"][0]["message"])
     code, findings = run_check_json(tmp_path, [*state, _namespace(labelled, "false")])
     assert code == 1 and [(f["kind"], f["namespace"]) for f in findings] == [("vgpu-disagreement", labelled)]
+
+
+# -- properties: the attacker's moves of this review ---------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from test_budgets_properties import SETTINGS, _answer, _other_version, _materialize, _identity, random_state, writes  # noqa: E402
+
+from cozyrender.budgets.index import _canonical  # noqa: E402
+from cozyrender.state import StateError, parse_documents  # noqa: E402
+from cozyrender.yamlio import MAX_ALIAS_NODES  # noqa: E402
+
+
+def _numbers(value, path=()):
+    """Paths to every int (not bool) leaf of `value`."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, path + (key,))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _numbers(item, path + (index,))
+    elif type(value) is int:
+        yield path
+
+
+def _replaced(obj, path, value):
+    import copy
+
+    obj = copy.deepcopy(obj)
+    target = obj
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return obj
+
+
+@SETTINGS
+@given(random_state, writes, st.randoms(use_true_random=False), st.data())
+def test_a_copy_differing_only_in_a_number_type_is_bad_input_in_any_order(objects, write, rnd, data):
+    """Finding 1 as a property: wherever a count, replica number or budget
+    is written as an equal float (or bool), the two copies are bad input
+    whatever their order, never an answer decided by which came first."""
+    from test_budgets_properties import GPUCLASSES
+
+    candidates = [(o, path) for o in objects for path in _numbers(o)]
+    if not candidates:
+        return
+    original, path = data.draw(st.sampled_from(candidates))
+    leaf = original
+    for step in path:
+        leaf = leaf[step]
+    others = [float(leaf)] + ([bool(leaf)] if leaf in (0, 1) else [])
+    swapped = _other_version(_replaced(original, path, data.draw(st.sampled_from(others))))
+    assert _canonical(swapped) != _canonical(dict(original, apiVersion=swapped["apiVersion"]))
+    obj = _materialize(write, {_identity(o): o for o in objects})
+    state = objects + [swapped]
+    rnd.shuffle(state)
+    assert _answer(GPUCLASSES + state, obj) == ("bad input",)
+
+
+@SETTINGS
+@given(st.integers(1, 12), st.integers(1, 10), st.booleans())
+def test_aliases_load_only_within_the_bound(levels, branching, as_write):
+    """Finding 2 as a property: a chain of anchors, each a list of
+    `branching` aliases to the one before, loads when it expands the
+    document by at most MAX_ALIAS_NODES nodes, and is bad input otherwise;
+    never a walk over all the expanded nodes."""
+    lines = ["x:", f"  k0: &l0 [{', '.join(['lol'] * branching)}]"]
+    lines += [f"  k{i}: &l{i} [{', '.join([f'*l{i - 1}'] * branching)}]" for i in range(1, levels + 1)]
+    text = "\n".join(lines) + f"\nkind: ConfigMap\ndata: {{v: *l{levels}}}\n"
+    sizes = [1 + branching]  # each anchored list spelt out: l0 holds `branching` strings
+    for _ in range(levels):
+        sizes.append(1 + branching * sizes[-1])
+    unique = 9 + (levels + 1) + (1 + branching) + levels  # the nodes as written
+    expanded = 9 + (levels + 1) + sum(sizes) + sizes[-1]  # every alias spelt out
+    try:
+        loaded = parse_documents(text, "w.yaml" if as_write else "s.yaml")
+    except StateError as err:
+        assert "aliases expand the document to more than" in str(err)
+        assert expanded - unique > MAX_ALIAS_NODES
+        return
+    assert expanded - unique <= MAX_ALIAS_NODES
+    assert loaded[0]["data"]["v"] == loaded[0]["x"][f"k{levels}"]
