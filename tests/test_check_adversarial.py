@@ -214,3 +214,20 @@ def test_aliases_load_only_within_the_bound(levels, branching, as_write):
         return
     assert expanded - unique <= MAX_ALIAS_NODES
     assert loaded[0]["data"]["v"] == loaded[0]["x"][f"k{levels}"]
+
+
+# -- finding 5: one GPUClass under two spellings of its group ------------------------
+
+@pytest.mark.parametrize("order", ["passthrough first", "vgpu first"])
+def test_two_gpuclasses_of_one_name_under_two_api_version_spellings_are_bad_input(tmp_path, order):
+    """The class readers take any `cozystack.io/...` apiVersion as a GPUClass,
+    identity took the group before the last '/': `cozystack.io/v1alpha1/x`
+    was another object, both were read as class a100, and the last one read
+    decided between a passthrough class (admitted) and a vGPU class (refused)."""
+    from test_budgets_builders import gpuclass
+
+    plain = gpuclass("a100", "nvidia.com/a100")
+    other = dict(gpuclass("a100", "nvidia.com/GRID_A100_4C", mode="vgpu"), apiVersion="cozystack.io/v1alpha1/x")
+    pair = [plain, other] if order == "passthrough first" else [other, plain]
+    result = run_check(tmp_path, [*pair, tenant("a")], vm("tenant-a", "v", [{"class": "a100"}]))
+    _bad_input(result, "two different copies of one object (GPUClass cozystack.io, name a100")

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING
 
+from cozyrender.gpuclass.classes import GROUP as _GPUCLASS_GROUP
 from cozyrender.gpuclass.classes import is_gpuclass
 from cozyrender.keys import BudgetKey
 from cozyrender.kube.shape import ShapeError, got, mapping, ref
@@ -309,6 +310,10 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         if api_version is not None and type(api_version) is not str:
             raise ShapeError.at(obj, "apiVersion", f"is not a string (got {got(api_version)})")
         group = api_group(obj)
+        if kind == "GPUClass" and is_gpuclass(obj):
+            # The group the class readers go by (`cozystack.io/v1/x` is a GPUClass to
+            # them): two classes of one name must meet here, whatever their spelling.
+            group = _GPUCLASS_GROUP
         scoped = kind not in _CLUSTER_SCOPED
         identity = (group, kind, namespace if scoped else None, name)
         previous = seen.get(identity)
