@@ -231,3 +231,21 @@ def test_two_gpuclasses_of_one_name_under_two_api_version_spellings_are_bad_inpu
     pair = [plain, other] if order == "passthrough first" else [other, plain]
     result = run_check(tmp_path, [*pair, tenant("a")], vm("tenant-a", "v", [{"class": "a100"}]))
     _bad_input(result, "two different copies of one object (GPUClass cozystack.io, name a100")
+
+
+# -- finding 6: negative usage --------------------------------------------------------
+
+@pytest.mark.parametrize("where", ["pod limits", "pod requests", "quota status.used"])
+def test_negative_usage_is_bad_input_not_room_for_carve_outs(tmp_path, where):
+    """A pod limiting `cpu: -100` (or a quota reporting it used) lowered its
+    pool's usage: a child asking 50 CPUs of a parent declaring 10 was
+    admitted. Kubernetes stores no negative resource quantity."""
+    from test_budgets_builders import pod, quota
+
+    hostile = {
+        "pod limits": pod("tenant-a", "p", {"cpu": "-100"}),
+        "pod requests": pod("tenant-a", "p", {"cpu": "1"}, requests={"cpu": "-100"}),
+        "quota status.used": quota("tenant-a", "q", {"limits.cpu": "-100"}),
+    }[where]
+    result = run_check(tmp_path, [tenant("a", quotas={"cpu": 10}), hostile], tenant("b", "tenant-a", quotas={"cpu": 50}))
+    _bad_input(result, "tenant-a/", "is negative (got '-100')")
