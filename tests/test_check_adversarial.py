@@ -249,3 +249,23 @@ def test_negative_usage_is_bad_input_not_room_for_carve_outs(tmp_path, where):
     }[where]
     result = run_check(tmp_path, [tenant("a", quotas={"cpu": 10}), hostile], tenant("b", "tenant-a", quotas={"cpu": 50}))
     _bad_input(result, "tenant-a/", "is negative (got '-100')")
+
+
+# -- finding 7: a namespace name of any length ----------------------------------------
+
+@pytest.mark.parametrize("kind", ["VMInstance", "Tenant"])
+def test_a_namespace_longer_than_a_dns_label_is_in_no_pool_and_refused(tmp_path, kind):
+    """A write's namespace is its author's to choose: `tenant-a-a-…` of
+    40,000 characters was walked level by level, a new string per level
+    (seconds; minutes at 400 kB, and the name cache held gigabytes). A
+    namespace name is at most 63 characters; a Tenant whose own namespace
+    would be longer is refused too (no level above it would gate it)."""
+    state = [*classes(), tenant("a", quotas={A100: 1, "cpu": 1})]
+    if kind == "VMInstance":
+        write, field = vm("tenant" + "-a" * 20000, "v", [{"class": "a100", "count": 5}]), "metadata.namespace"
+    else:
+        write, field = tenant("b", "tenant-" + "a" * 56, quotas={"cpu": 5}), "metadata.name"
+    code, answer = __import__("test_budgets_builders").run_check_json(tmp_path, state, write)
+    assert code == 1, answer
+    assert answer["reasons"][0]["field"] == field
+    assert "a namespace name is at most 63 characters" in answer["reasons"][0]["message"]

@@ -21,7 +21,7 @@ from .model import (
     is_apps_object,
     parse_workload,
 )
-from .tree import is_malformed_tenant_namespace
+from .tree import is_malformed_tenant_namespace, owned_namespace
 
 
 def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
@@ -44,6 +44,10 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
         namespace = obj["metadata"]["namespace"]
         if is_malformed_tenant_namespace(namespace):
             return Decision((_malformed_namespace(namespace),) + decision.reasons, decision.warnings)
+        owned = owned_namespace(obj["metadata"]["name"], namespace)
+        if is_malformed_tenant_namespace(owned):  # too long: no level above it would gate it
+            return Decision((Reason("metadata.name", f"Invalid: {malformed_namespace_message(owned)} (the namespace it would own)"),)
+                            + decision.reasons, decision.warnings)
         return decision
     if kind in WORKLOAD_KINDS and is_apps_object(obj, kind):
         from .classes import check_workload_classes
@@ -68,9 +72,10 @@ def _malformed_namespace(namespace: str) -> Reason:
 
 
 def malformed_namespace_message(namespace: str) -> str:
-    return (f"namespace {namespace} is named like a tenant namespace but no tenant can own it (tenant names "
-            "are lower-case letters and digits, starting with a letter): it is in no pool, so no budget "
-            "would apply")
+    shown = namespace if len(namespace) <= 80 else f"{namespace[:60]}... ({len(namespace)} characters)"
+    return (f"namespace {shown} is named like a tenant namespace but no tenant can own it (tenant names "
+            "are lower-case letters and digits, starting with a letter; a namespace name is at most 63 "
+            "characters): it is in no pool, so no budget would apply")
 
 
 def raw_name_problem(state: BudgetState, workload: Workload, index: int, name: str) -> str | None:
