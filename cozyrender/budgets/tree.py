@@ -36,15 +36,12 @@ def owned_namespace(tenant_name: str, created_in: str) -> str:
 MAX_NAMESPACE_LENGTH = 63
 
 
+@lru_cache(maxsize=65536)
 def is_tenant_namespace(namespace: str) -> bool:
     """Whether `namespace` lies in `tenant-root`'s tree (by name): `tenant-`
     followed by tenant names joined by '-', at most 63 characters."""
-    return len(namespace) <= MAX_NAMESPACE_LENGTH and _is_tenant_namespace(namespace)
-
-
-@lru_cache(maxsize=65536)
-def _is_tenant_namespace(namespace: str) -> bool:
-    return namespace == ROOT_NAMESPACE or _TENANT_NAMESPACE.match(namespace) is not None
+    return len(namespace) <= MAX_NAMESPACE_LENGTH and (
+        namespace == ROOT_NAMESPACE or _TENANT_NAMESPACE.match(namespace) is not None)
 
 
 def is_malformed_tenant_namespace(namespace: str) -> bool:
