@@ -269,3 +269,26 @@ def test_a_namespace_longer_than_a_dns_label_is_in_no_pool_and_refused(tmp_path,
     assert code == 1, answer
     assert answer["reasons"][0]["field"] == field
     assert "a namespace name is at most 63 characters" in answer["reasons"][0]["message"]
+
+
+# -- finding 8: a class entry giving a device-plugin name too -------------------------
+
+def test_a_class_entry_naming_another_device_is_refused_and_reported(tmp_path):
+    """The VM charts render an entry's `name` as the device the VM gets, so
+    `{class: a100, name: nvidia.com/h100}` got H100s counted as A100s: eight
+    under an H100 budget of 0 were admitted (and a vGPU resource under a
+    passthrough class skipped the entitlement). A name equal to the class's
+    resource changes nothing."""
+    from test_budgets_builders import run_check_json
+
+    h100, a100 = "h100.gpuclass.cozystack.io/devices", A100
+    state = [*classes(), tenant("a", quotas={h100: 0, a100: 8})]
+    disguised = vm("tenant-a", "v", [{"class": "a100", "name": "nvidia.com/h100", "count": 8}])
+    code, answer = run_check_json(tmp_path, state, disguised)
+    assert code == 1 and [r["field"] for r in answer["reasons"]] == ["spec.gpus[0].name"], answer
+    assert "device-plugin name 'nvidia.com/h100', which is not the class's resource ('nvidia.com/a100')" in (
+        answer["reasons"][0]["message"])
+    plain = vm("tenant-a", "v", [{"class": "a100", "name": "nvidia.com/a100", "count": 8}])
+    assert run_check_json(tmp_path, state, plain)[0] == 0
+    code, findings = run_check_json(tmp_path, [*state, disguised])
+    assert code == 1 and [(f["kind"], f["field"]) for f in findings] == [("device-name", "VMInstance v: spec.gpus[0].name")]

@@ -24,7 +24,7 @@ from cozyrender.kube.quantity import format_quantity
 from .index import ALL_CLASSES, BudgetState, key_order
 from .model import quota_field
 from .tree import ROOT_NAMESPACE, parent_namespace
-from .write import malformed_namespace_message, raw_name_problem
+from .write import malformed_namespace_message, named_device_problem, raw_name_problem
 from .usage import format_amount
 
 ERROR = "error"
@@ -113,6 +113,11 @@ def _workload_findings(state: BudgetState) -> list[Finding]:
                     WARNING, "device-name", namespace, field,
                     f"a device-plugin name ({device!r}) reserves nothing: no GPU class, budget or vGPU rule reads it",
                 ))
+        for entry in workload.entries:
+            problem = named_device_problem(state, entry)
+            if problem is not None:
+                findings.append(Finding(ERROR, "device-name", namespace, f"{kind} {name}: spec.gpus[{entry.index}].name",
+                                        problem.removeprefix("Forbidden: ")))
     return findings
 
 

@@ -17,6 +17,7 @@ from .index import BudgetState
 from .model import (
     TENANT,
     WORKLOAD_KINDS,
+    ClassEntry,
     Workload,
     is_apps_object,
     parse_workload,
@@ -95,6 +96,25 @@ def raw_name_problem(state: BudgetState, workload: Workload, index: int, name: s
     return None
 
 
+def named_device_problem(state: BudgetState, entry: ClassEntry) -> str | None:
+    """Why a class entry that also gives a device-plugin `name` may not be
+    written, or None: the VM charts render `name` as the device the VM gets,
+    so a name other than the class's resource would get a device that no
+    class, budget or vGPU rule read, under another class's budget (the
+    bypass of issue 11 item 3, with a class beside it)."""
+    if entry.device is None:
+        return None
+    from cozyrender.gpuclass.classes import resource_name
+
+    gpuclass = state.gpuclasses.get(entry.gpu_class)
+    resource = resource_name(gpuclass) if gpuclass is not None else None
+    if resource is not None and entry.device == resource:
+        return None
+    return (f"Forbidden: the entry names class {entry.gpu_class!r} and device-plugin name {entry.device!r}, "
+            f"which is not the class's resource ({resource!r}): the workload would get {entry.device!r} while "
+            f"the budgets count {entry.gpu_class!r}; drop `name`")
+
+
 def workload_problems(state: BudgetState, workload: Workload):
     """What refuses a workload whatever its budget: a namespace no tenant can
     own, a worker pool whose minReplicas exceeds its maxReplicas (item 4),
@@ -108,3 +128,7 @@ def workload_problems(state: BudgetState, workload: Workload):
         problem = raw_name_problem(state, workload, index, name)
         if problem is not None:
             yield Reason(f"spec.gpus[{index}].name", problem)
+    for entry in workload.entries:
+        problem = named_device_problem(state, entry)
+        if problem is not None:
+            yield Reason(f"spec.gpus[{entry.index}].name", problem)
