@@ -31,8 +31,7 @@ from pathlib import Path
 import yaml
 
 from cozyrender.gcpause import collector_paused
-from cozyrender.yamlio import SafeLoader as _SafeLoader
-from cozyrender.yamlio import Unsupported, iter_documents
+from cozyrender.yamlio import Unsupported, iter_documents, load_all_bounded
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -169,7 +168,7 @@ def _yaml_documents(stream, source: str, text_again, progress=None) -> list:
         try:
             return list(iter_documents(stream, progress))
         except Unsupported:
-            return list(yaml.load_all(text_again(), Loader=_SafeLoader))
+            return list(load_all_bounded(text_again()))
     except yaml.YAMLError as err:
         raise StateError(f"{source}: not valid YAML: {yaml_problem(err)}") from None
     except UnicodeDecodeError as err:

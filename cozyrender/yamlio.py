@@ -9,6 +9,7 @@ import yaml
 
 SafeLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MERGE_TAG = "tag:yaml.org,2002:merge"
+INT_TAG = "tag:yaml.org,2002:int"
 
 
 class ReadableDumper(yaml.SafeDumper):
@@ -26,6 +27,91 @@ def dump_readable(value: object, **options: object) -> str:
     """`value` as readable YAML (see ReadableDumper); `options` go to yaml.dump."""
     settings = {"sort_keys": False, "default_flow_style": False, "allow_unicode": True, "width": 1 << 16}
     return yaml.dump(value, Dumper=ReadableDumper, **{**settings, **options})
+
+
+# -- bounded loads -------------------------------------------------------------
+#
+# Input read for a check may be written by a tenant (a GitOps repository, a
+# pod's annotations), so what it costs to read must not grow faster than its
+# text. Two YAML constructs do: a sexagesimal integer (`1:59:59:...`, YAML
+# 1.1) is built digit group by digit group on an ever larger number, which
+# is quadratic in its length; and aliases may refer to collections holding
+# aliases, so a few hundred bytes expand to a billion nodes (whoever walks
+# the objects, compares two copies or prints a value, walks them all), or
+# to a structure that contains itself.
+
+# A sexagesimal integer longer than this has more than Python's 4,300 digits
+# (each `:NN` group adds about 1.8): refused as every longer number is.
+MAX_SEXAGESIMAL_TEXT = 4300
+# What aliases may add to one document, in nodes, beyond the document's own.
+MAX_ALIAS_NODES = 1_000_000
+
+
+def _bounded_int(constructor, node) -> int:
+    """YAML 1.1 integers as the safe loader reads them, but a sexagesimal one
+    of more than MAX_SEXAGESIMAL_TEXT characters is refused (ValueError, as
+    Python refuses an integer of more than 4,300 digits) before it is built."""
+    value = node.value
+    if ":" in value and len(value) > MAX_SEXAGESIMAL_TEXT:
+        raise ValueError(f"a sexagesimal integer of {len(value)} characters has too many digits")
+    return yaml.constructor.SafeConstructor.construct_yaml_int(constructor, node)
+
+
+class BoundedLoader(SafeLoader):  # type: ignore[misc, valid-type]
+    """The safe loader with the bounds above (see `load_all_bounded`)."""
+
+
+BoundedLoader.add_constructor(INT_TAG, _bounded_int)
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return node.value
+    if isinstance(node, yaml.MappingNode):
+        return [item for pair in node.value for item in pair]
+    return []
+
+
+def check_alias_expansion(root) -> None:
+    """ValueError when the composed document `root` holds a node that
+    contains itself through an alias, or when its aliases add more than
+    MAX_ALIAS_NODES nodes to it once expanded. Linear in its distinct nodes."""
+    cap = 2**62  # past any document's own node count: sizes stay small numbers
+    sizes: dict[int, int] = {}  # id(node) -> its expanded size (at most `cap`)
+    open_nodes: set[int] = set()  # the path being walked
+    stack = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            open_nodes.discard(key)
+            sizes[key] = min(1 + sum(sizes[id(child)] for child in _children(node)), cap)
+            continue
+        if key in sizes:
+            continue
+        if key in open_nodes:
+            raise ValueError(f"line {node.start_mark.line + 1}: an alias refers to a collection that contains it")
+        open_nodes.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node))
+    if sizes[id(root)] - len(sizes) > MAX_ALIAS_NODES:
+        raise ValueError(f"aliases expand the document to more than {MAX_ALIAS_NODES:,} nodes beyond its own")
+
+
+def load_all_bounded(text: str):
+    """The documents of `text` as `yaml.load_all(text, SafeLoader)` gives
+    them, with the bounds above: ValueError for a sexagesimal integer past
+    MAX_SEXAGESIMAL_TEXT, a recursive alias, or aliases expanding a document
+    by more than MAX_ALIAS_NODES nodes; yaml.YAMLError for invalid YAML."""
+    loader = BoundedLoader(text)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                check_alias_expansion(node)
+            yield loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 # -- streaming loads ---------------------------------------------------------
@@ -56,7 +142,7 @@ def _stream_support():
     resolvers = Resolver.yaml_implicit_resolvers
     if resolvers.get(None):  # wildcard resolvers: none in PyYAML's safe resolver
         raise ImportError("unexpected wildcard implicit resolvers")
-    constructors = SafeConstructor.yaml_constructors
+    constructors = dict(SafeConstructor.yaml_constructors, **{INT_TAG: _bounded_int})
 
     seen: dict[str, object] = {}  # plain scalars repeat (`true`, `0`, `tenant-a`): resolve each once
 

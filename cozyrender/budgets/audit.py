@@ -24,7 +24,7 @@ from cozyrender.kube.quantity import format_quantity
 from .index import ALL_CLASSES, BudgetState, key_order
 from .model import quota_field
 from .tree import ROOT_NAMESPACE, parent_namespace
-from .write import malformed_namespace_message, raw_name_problem
+from .write import malformed_namespace_message, named_device_problem, raw_name_problem
 from .usage import format_amount
 
 ERROR = "error"
@@ -81,6 +81,13 @@ def audit(state: BudgetState) -> list[Finding]:
     if state.platform_disagreement:
         findings.append(Finding(ERROR, "vgpu-disagreement", ROOT_NAMESPACE, "metadata.labels",
                                 state.platform_disagreement))
+    from .classes import label_disagreements
+
+    for namespace in state.namespace_vgpu:  # each label against its own chain (ancestors report their own)
+        for disagreement in label_disagreements(state, namespace, bool(state.platform_vgpu))[-1:]:
+            if disagreement.startswith(f"namespace {namespace}:"):
+                findings.append(Finding(ERROR, "vgpu-disagreement", namespace, "metadata.labels",
+                                        f"the vGPU entitlement sources disagree: {disagreement}"))
     findings.sort(key=_sort_key)
     return findings
 
@@ -106,6 +113,11 @@ def _workload_findings(state: BudgetState) -> list[Finding]:
                     WARNING, "device-name", namespace, field,
                     f"a device-plugin name ({device!r}) reserves nothing: no GPU class, budget or vGPU rule reads it",
                 ))
+        for entry in workload.entries:
+            problem = named_device_problem(state, entry)
+            if problem is not None:
+                findings.append(Finding(ERROR, "device-name", namespace, f"{kind} {name}: spec.gpus[{entry.index}].name",
+                                        problem.removeprefix("Forbidden: ")))
     return findings
 
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from fractions import Fraction
 
 from cozyrender.keys import MAX_WHOLE
-from cozyrender.kube.shape import ShapeError, quantity
+from cozyrender.kube.shape import ShapeError, got, quantity
 
 # Longer than any quantity the API server writes ("9223372036854775807m" is 20).
 MAX_QUANTITY_TEXT = 64
@@ -61,14 +61,19 @@ def quantity_text_problem(value: object) -> str | None:
 
 
 def bounded_quantity(value: object, owner: Mapping, path: str) -> Fraction:
-    """A quantity read from `owner` at `path`, bounded: ShapeError naming the
-    field when it is not a quantity or its size is out of range."""
+    """A usage figure (a pod's resources, a quota's `status.used`) read from
+    `owner` at `path`, bounded: ShapeError naming the field when it is not a
+    quantity, its size is out of range, or it is negative. Kubernetes stores
+    none below zero, and one would lower its pool's usage: a pod limiting
+    `cpu: -100` made room for 100 CPUs of carve-outs."""
     problem = quantity_text_problem(value)
     if problem is not None:
         raise ShapeError.at(owner, path, problem)
     parsed = quantity(value, owner, path)
     if past_bound(parsed):
         raise ShapeError.at(owner, path, TOO_LARGE)
+    if parsed < 0:
+        raise ShapeError.at(owner, path, f"is negative (got {got(value)}); usage is zero or more")
     return parsed
 
 

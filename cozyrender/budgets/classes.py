@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from cozyrender.entitlement import chain_entitlement
+from cozyrender.entitlement import chain_entitlement, label_value
 
 from .checks import Decision, Reason
 from .index import BudgetState
@@ -39,6 +39,28 @@ def namespace_entitled(state: BudgetState, namespace: str, platform_vgpu: bool) 
         state.declarations[ns].requests_vgpu if ns in state.declarations else False for ns in chain
     ]
     return chain_entitlement(platform_vgpu, requested)
+
+
+def label_disagreements(state: BudgetState, namespace: str, platform_vgpu: bool) -> list[str]:
+    """Tenant namespaces from the root's child down to `namespace` whose
+    Namespace in the state carries a `namespace.cozystack.io/vgpu` label
+    saying otherwise than the Tenant chain: two sources of one entitlement
+    that disagree. Every choice errs towards refusing, so a vGPU class is
+    refused there until they agree, whichever says true (issue 11 item 6)."""
+    if not is_tenant_namespace(namespace):
+        return []
+    found = []
+    entitled = platform_vgpu
+    for ns in reversed(list(ancestors(namespace))):
+        if ns == ROOT_NAMESPACE:
+            continue
+        declaration = state.declarations.get(ns)
+        entitled = chain_entitlement(entitled, [declaration.requests_vgpu if declaration is not None else False])
+        label = state.namespace_vgpu.get(ns)
+        if label is not None and label != entitled:
+            found.append(f"namespace {ns}: its label says {label_value(label)}, the Tenants from the root down "
+                         f"say {label_value(entitled)}")
+    return found
 
 
 def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu: bool | None = None) -> Decision:
@@ -80,14 +102,25 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
         if name in state.conflicts:
             reasons.append(Reason(field, f"Forbidden: {state.conflicts[name]}"))
             continue
-        if mode(gpuclass) == "vgpu" and not namespace_entitled(state, workload.namespace, bool(platform)):
+        if mode(gpuclass) != "vgpu":
+            continue
+        labels = label_disagreements(state, workload.namespace, bool(platform))
+        if not namespace_entitled(state, workload.namespace, bool(platform)):
             disagreement = state.platform_disagreement if platform_vgpu is None else None
             reasons.append(Reason(
                 field,
                 f"Forbidden: GPU class {name!r} is a vGPU class and namespace {workload.namespace} is not "
                 "entitled to vGPU (each tenant from the root down must set spec.gpu.vgpu, "
                 f"and the platform's gpu.vgpu must be on: it is {'on' if platform else 'off'}"
-                + (f"; {disagreement}" if disagreement else "") + ")",
+                + (f"; {disagreement}" if disagreement else "")
+                + (f"; the sources disagree: {'; '.join(labels)}" if labels else "") + ")",
+            ))
+        elif labels:
+            reasons.append(Reason(
+                field,
+                f"Forbidden: GPU class {name!r} is a vGPU class and the vGPU entitlement of namespace "
+                f"{workload.namespace} is in doubt: the sources disagree ({'; '.join(labels)}); "
+                "refused until they agree",
             ))
     return Decision(tuple(reasons), tuple(warnings))
 

@@ -24,6 +24,7 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from cozyrender.gcpause import collector_paused
+from cozyrender.gpuclass.classes import GROUP as _GPUCLASS_GROUP
 from cozyrender.gpuclass.classes import is_gpuclass
 from cozyrender.keys import BudgetKey
 from cozyrender.kube.shape import ShapeError, got, mapping, ref
@@ -87,6 +88,10 @@ class BudgetState:
       when the state holds neither the tenant-root Namespace label nor the
       platform values; False, with `platform_disagreement` saying why, when
       they disagree)
+    - `namespace_vgpu`: tenant namespace (below the root) -> what the
+      `namespace.cozystack.io/vgpu` label of its Namespace in the state says
+      (the entitlement the platform rendered for it; a source that must agree
+      with the Tenant chain)
     - `malformed_namespaces`: namespace named like a tenant's that no tenant
       can own -> the objects found there (they are in no pool)
     """
@@ -107,6 +112,7 @@ class BudgetState:
     platform_disagreement: str | None = None
     class_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)
     malformed_namespaces: dict[str, list[str]] = field(default_factory=dict)
+    namespace_vgpu: dict[str, bool] = field(default_factory=dict)
     ordinary_charge: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     quotas: dict[str, list[Mapping]] = field(default_factory=dict)
     pods: dict[str, list[Mapping]] = field(default_factory=dict)
@@ -289,11 +295,15 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         if api_version is not None and type(api_version) is not str:
             raise ShapeError.at(obj, "apiVersion", f"is not a string (got {got(api_version)})")
         group = api_group(obj)
+        if kind == "GPUClass" and is_gpuclass(obj):
+            # The group the class readers go by (`cozystack.io/v1/x` is a GPUClass to
+            # them): two classes of one name must meet here, whatever their spelling.
+            group = _GPUCLASS_GROUP
         scoped = kind not in _CLUSTER_SCOPED
         identity = (group, kind, namespace if scoped else None, name)
         previous = seen.get(identity)
         if previous is not None:
-            if _comparable(previous, scoped) != _comparable(obj, scoped):
+            if _canonical(_comparable(previous, scoped)) != _canonical(_comparable(obj, scoped)):
                 first, second = sorted((previous, obj), key=_version_order)
                 err = ShapeError.at(
                     second, "", f"two different copies of one object ({kind} {group or 'core'}, "
@@ -339,6 +349,12 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             labels = mapping(meta, "labels", obj, "metadata")
             if VGPU_LABEL in labels:
                 namespace_label = bool(flag_value(labels[VGPU_LABEL]))
+        elif kind == "Namespace" and group == "" and is_tenant_namespace(name):
+            from cozyrender.entitlement import VGPU_LABEL, flag_value
+
+            labels = mapping(meta, "labels", obj, "metadata")
+            if VGPU_LABEL in labels:  # anything but true is not entitled
+                state.namespace_vgpu[name] = bool(flag_value(labels[VGPU_LABEL]))
         elif kind == "Secret" and group == "" and is_values_secret(obj, ROOT_NAMESPACE):
             values_vgpu = _platform_vgpu_from_values(obj)
     if state.gpuclasses:
@@ -455,6 +471,22 @@ def _comparable(obj: Mapping, scoped: bool) -> Mapping:
     if not scoped and isinstance(rest.get("metadata"), dict):
         rest["metadata"] = {key: value for key, value in rest["metadata"].items() if key != "namespace"}
     return rest
+
+
+def _canonical(value: object) -> tuple:
+    """`value` as copies are compared: type by type. Python's `==` holds
+    `1`, `1.0` and `true` equal, but the rules read them differently (a
+    count of `true` or `1.0` is bad input, a budget of `true` counts as 0),
+    so copies equal only under `==` would make the answer depend on which
+    copy came first. NaN equals NaN here (the same text, the same copy)."""
+    kind = type(value)
+    if kind is dict:
+        return ("map", tuple(sorted((_canonical(key), _canonical(item)) for key, item in value.items())))
+    if kind is list:
+        return ("list", tuple(_canonical(item) for item in value))
+    if kind is int:  # hex: no digit limit, linear in size
+        return ("int", format(value, "x"))
+    return (kind.__name__, repr(value))
 
 
 def _version_order(obj: Mapping) -> tuple:

@@ -244,12 +244,15 @@ _is_class_name = lru_cache(maxsize=4096)(is_class_name)
 
 
 class ClassEntry(NamedTuple):
-    """One class entry of `spec.gpus`: its index, class and per-replica count."""
+    """One class entry of `spec.gpus`: its index, class and per-replica count,
+    and the device-plugin `name` it gives beside the class, if any (the VM
+    charts render `name` as the device the VM gets: it must be the class's)."""
 
     index: int
     gpu_class: str
     count: int
     count_given: bool
+    device: str | None = None
 
 
 class Workload(NamedTuple):
@@ -336,7 +339,8 @@ def parse_workload(obj: Mapping) -> Workload:
             raise ShapeError.at(
                 obj, f"spec.gpus[{index}].class", f"{got(gpu_class)} is not a GPU class name (a DNS-1123 label)"
             )
-        entries.append(ClassEntry(index, gpu_class, count, "count" in entry))
+        device = string(entry, "name", obj, f"spec.gpus[{index}]") if "name" in entry else None
+        entries.append(ClassEntry(index, gpu_class, count, "count" in entry, device))
     max_replicas = 1
     if kind == KUBERNETES_NODES and entries:
         raw = spec.get("maxReplicas")

@@ -30,17 +30,24 @@ def owned_namespace(tenant_name: str, created_in: str) -> str:
     return f"{created_in}-{tenant_name}"
 
 
+# A namespace name is a DNS-1123 label: at most 63 characters. Longer names
+# (a write's namespace is the author's to choose) are no namespace at all, and
+# walking the levels of one of 400 kB took minutes: each level is a new string.
+MAX_NAMESPACE_LENGTH = 63
+
+
 @lru_cache(maxsize=65536)
 def is_tenant_namespace(namespace: str) -> bool:
     """Whether `namespace` lies in `tenant-root`'s tree (by name): `tenant-`
-    followed by tenant names joined by '-'."""
-    return namespace == ROOT_NAMESPACE or _TENANT_NAMESPACE.match(namespace) is not None
+    followed by tenant names joined by '-', at most 63 characters."""
+    return len(namespace) <= MAX_NAMESPACE_LENGTH and (
+        namespace == ROOT_NAMESPACE or _TENANT_NAMESPACE.match(namespace) is not None)
 
 
 def is_malformed_tenant_namespace(namespace: str) -> bool:
     """A namespace named like a tenant's (`tenant-...`) that no tenant can
-    own (`tenant--x`, `tenant-A`, `tenant-1x`): reported, since it is in no
-    pool (issue 11 item 10)."""
+    own (`tenant--x`, `tenant-A`, `tenant-1x`, longer than 63 characters):
+    reported, since it is in no pool (issue 11 item 10)."""
     return namespace.startswith(_TENANT_PREFIX) and not is_tenant_namespace(namespace)
 
 

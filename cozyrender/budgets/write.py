@@ -17,11 +17,12 @@ from .index import BudgetState
 from .model import (
     TENANT,
     WORKLOAD_KINDS,
+    ClassEntry,
     Workload,
     is_apps_object,
     parse_workload,
 )
-from .tree import is_malformed_tenant_namespace
+from .tree import is_malformed_tenant_namespace, owned_namespace
 
 
 def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
@@ -44,6 +45,10 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
         namespace = obj["metadata"]["namespace"]
         if is_malformed_tenant_namespace(namespace):
             return Decision((_malformed_namespace(namespace),) + decision.reasons, decision.warnings)
+        owned = owned_namespace(obj["metadata"]["name"], namespace)
+        if is_malformed_tenant_namespace(owned):  # too long: no level above it would gate it
+            return Decision((Reason("metadata.name", f"Invalid: {malformed_namespace_message(owned)} (the namespace it would own)"),)
+                            + decision.reasons, decision.warnings)
         return decision
     if kind in WORKLOAD_KINDS and is_apps_object(obj, kind):
         from .classes import check_workload_classes
@@ -68,9 +73,10 @@ def _malformed_namespace(namespace: str) -> Reason:
 
 
 def malformed_namespace_message(namespace: str) -> str:
-    return (f"namespace {namespace} is named like a tenant namespace but no tenant can own it (tenant names "
-            "are lower-case letters and digits, starting with a letter): it is in no pool, so no budget "
-            "would apply")
+    shown = namespace if len(namespace) <= 80 else f"{namespace[:60]}... ({len(namespace)} characters)"
+    return (f"namespace {shown} is named like a tenant namespace but no tenant can own it (tenant names "
+            "are lower-case letters and digits, starting with a letter; a namespace name is at most 63 "
+            "characters): it is in no pool, so no budget would apply")
 
 
 def raw_name_problem(state: BudgetState, workload: Workload, index: int, name: str) -> str | None:
@@ -90,6 +96,25 @@ def raw_name_problem(state: BudgetState, workload: Workload, index: int, name: s
     return None
 
 
+def named_device_problem(state: BudgetState, entry: ClassEntry) -> str | None:
+    """Why a class entry that also gives a device-plugin `name` may not be
+    written, or None: the VM charts render `name` as the device the VM gets,
+    so a name other than the class's resource would get a device that no
+    class, budget or vGPU rule read, under another class's budget (the
+    bypass of issue 11 item 3, with a class beside it)."""
+    if entry.device is None:
+        return None
+    from cozyrender.gpuclass.classes import resource_name
+
+    gpuclass = state.gpuclasses.get(entry.gpu_class)
+    resource = resource_name(gpuclass) if gpuclass is not None else None
+    if resource is not None and entry.device == resource:
+        return None
+    return (f"Forbidden: the entry names class {entry.gpu_class!r} and device-plugin name {entry.device!r}, "
+            f"which is not the class's resource ({resource!r}): the workload would get {entry.device!r} while "
+            f"the budgets count {entry.gpu_class!r}; drop `name`")
+
+
 def workload_problems(state: BudgetState, workload: Workload):
     """What refuses a workload whatever its budget: a namespace no tenant can
     own, a worker pool whose minReplicas exceeds its maxReplicas (item 4),
@@ -103,3 +128,7 @@ def workload_problems(state: BudgetState, workload: Workload):
         problem = raw_name_problem(state, workload, index, name)
         if problem is not None:
             yield Reason(f"spec.gpus[{index}].name", problem)
+    for entry in workload.entries:
+        problem = named_device_problem(state, entry)
+        if problem is not None:
+            yield Reason(f"spec.gpus[{entry.index}].name", problem)
