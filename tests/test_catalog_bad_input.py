@@ -86,3 +86,34 @@ def test_invalid_yaml_is_one_line(tmp_path):
     result = CliRunner().invoke(command, ["--state", str(tmp_path / "state.yaml")])
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert f"{tmp_path / 'state.yaml'}: not valid YAML: line 2, column 1: " in result.output
+
+
+# ---------------------------------------------------------------- one object, read twice
+
+EXAMPLE = __import__("pathlib").Path(__file__).parent.parent / "examples" / "cluster"
+
+
+def _catalog(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(command, list(args))
+    return result.exit_code, result.output
+
+
+def test_objects_read_twice_are_counted_once():
+    """Overlapping inputs (a folder and a file in it) hold each node and pod
+    twice; the figures must not double."""
+    once = _catalog("--state", str(EXAMPLE), "-o", "json")
+    twice = _catalog("--state", str(EXAMPLE), "--state", str(EXAMPLE / "nodes.yaml"),
+                     "--state", str(EXAMPLE / "pods.yaml"), "-o", "json")
+    assert once[0] == 0 and twice == once
+
+
+@pytest.mark.parametrize("order", ["first", "last"])
+def test_two_different_copies_of_a_class_are_bad_input_in_any_order(tmp_path, order):
+    other = replaced(CLASS, ("apiVersion",), "cozystack.io/v1beta1")
+    other = replaced(other, ("spec", "model"), "H100")
+    objects = [CLASS, other] if order == "first" else [other, CLASS]
+    (tmp_path / "a.json").write_text(json.dumps(objects[0]))
+    (tmp_path / "b.json").write_text(json.dumps(objects[1]))
+    code, output = _catalog("--state", str(tmp_path))
+    assert code == 2 and "two different copies of one object" in output
+    assert "a.json" in output and "b.json" in output

@@ -139,7 +139,7 @@ from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from test_budgets_properties import SETTINGS, _answer, _other_version, _materialize, _identity, random_state, writes  # noqa: E402
 
-from cozyrender.budgets.index import _canonical  # noqa: E402
+from cozyrender.kube.identity import _canonical  # noqa: E402
 from cozyrender.state import StateError, parse_documents  # noqa: E402
 from cozyrender.yamlio import MAX_ALIAS_NODES  # noqa: E402
 

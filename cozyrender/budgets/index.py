@@ -24,9 +24,9 @@ from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from cozyrender.gcpause import collector_paused
-from cozyrender.gpuclass.classes import GROUP as _GPUCLASS_GROUP
-from cozyrender.gpuclass.classes import is_gpuclass
+from cozyrender.gpuclass.classes import identity_group, is_gpuclass
 from cozyrender.keys import BudgetKey
+from cozyrender.kube.identity import CLUSTER_SCOPED, Copies, identity_of
 from cozyrender.kube.shape import ShapeError, got, mapping, ref
 from cozyrender.values_secret import is_values_secret
 
@@ -41,7 +41,6 @@ from .model import (
     WORKLOAD_KINDS,
     Declaration,
     Workload,
-    api_group,
     metadata_name_namespace,
     parse_declaration,
     parse_workload,
@@ -274,7 +273,7 @@ def index_state(objects: Iterable[Mapping]) -> BudgetState:
 
 def _index_state(objects: Iterable[Mapping]) -> BudgetState:
     state = BudgetState()
-    seen: dict[tuple, Mapping] = {}
+    copies = Copies()
     quotas: dict[str, list[Mapping]] = {}
     pods: dict[str, list[Mapping]] = {}
     namespace_label: bool | None = None
@@ -294,26 +293,10 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             raise ShapeError.at(obj, "metadata.namespace", f"is not a string (got {got(namespace)})")
         if api_version is not None and type(api_version) is not str:
             raise ShapeError.at(obj, "apiVersion", f"is not a string (got {got(api_version)})")
-        group = api_group(obj)
-        if kind == "GPUClass" and is_gpuclass(obj):
-            # The group the class readers go by (`cozystack.io/v1/x` is a GPUClass to
-            # them): two classes of one name must meet here, whatever their spelling.
-            group = _GPUCLASS_GROUP
-        scoped = kind not in _CLUSTER_SCOPED
-        identity = (group, kind, namespace if scoped else None, name)
-        previous = seen.get(identity)
-        if previous is not None:
-            if _canonical(_comparable(previous, scoped)) != _canonical(_comparable(obj, scoped)):
-                first, second = sorted((previous, obj), key=_version_order)
-                err = ShapeError.at(
-                    second, "", f"two different copies of one object ({kind} {group or 'core'}, "
-                    f"{'namespace ' + str(namespace) + ', ' if scoped else ''}name {name}; "
-                    f"apiVersions {first.get('apiVersion')} and {second.get('apiVersion')})",
-                )
-                err.other = first  # type: ignore[attr-defined]
-                raise err
+        group = identity_group(obj)
+        if not copies.is_new(obj, identity_of(obj, group)):
             continue
-        seen[identity] = obj
+        scoped = kind not in CLUSTER_SCOPED
         if scoped and namespace and is_malformed_tenant_namespace(namespace):
             state.malformed_namespaces.setdefault(namespace, []).append(ref(obj))
         if kind == TENANT and group == APPS_GROUP:
@@ -463,38 +446,6 @@ def _check_gpuclass(obj: Mapping) -> None:
 
     resource_name(obj), mode(obj), tolerations(obj), creation_time(obj)
 
-
-def _comparable(obj: Mapping, scoped: bool) -> Mapping:
-    """`obj` as copies of one object are compared: whatever the version, and
-    without a stray namespace on a cluster-scoped kind."""
-    rest = {key: value for key, value in obj.items() if key != "apiVersion"}
-    if not scoped and isinstance(rest.get("metadata"), dict):
-        rest["metadata"] = {key: value for key, value in rest["metadata"].items() if key != "namespace"}
-    return rest
-
-
-def _canonical(value: object) -> tuple:
-    """`value` as copies are compared: type by type. Python's `==` holds
-    `1`, `1.0` and `true` equal, but the rules read them differently (a
-    count of `true` or `1.0` is bad input, a budget of `true` counts as 0),
-    so copies equal only under `==` would make the answer depend on which
-    copy came first. NaN equals NaN here (the same text, the same copy)."""
-    kind = type(value)
-    if kind is dict:
-        return ("map", tuple(sorted((_canonical(key), _canonical(item)) for key, item in value.items())))
-    if kind is list:
-        return ("list", tuple(_canonical(item) for item in value))
-    if kind is int:  # hex: no digit limit, linear in size
-        return ("int", format(value, "x"))
-    return (kind.__name__, repr(value))
-
-
-def _version_order(obj: Mapping) -> tuple:
-    """A fixed order for two copies in a message, whatever the input order."""
-    return (str(obj.get("apiVersion")), repr(sorted(map(str, obj.items()))))
-
-
-_CLUSTER_SCOPED = frozenset({"GPUClass", "Namespace"})
 
 _INDEXED_KINDS = frozenset({
     TENANT, VM_INSTANCE, KUBERNETES_NODES, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",

@@ -11,9 +11,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from cozyrender.gpuclass.classes import class_name, gpuclasses, memory, text
+from cozyrender.gpuclass.classes import class_name, gpuclasses, identity_group, memory, text
 from cozyrender.gpuclass.conflicts import find_conflicts
 from cozyrender.gpuclass.freeunits import capacities
+from cozyrender.kube.identity import Copies, identity_of
 from cozyrender.kube.quantity import format_quantity
 
 
@@ -40,10 +41,28 @@ def _units(value: Fraction) -> str:
     return format_quantity(value)
 
 
+_READ_KINDS = frozenset({"GPUClass", "Node", "Pod"})
+
+
+def _unique(objects: Iterable[Mapping]) -> list[Mapping]:
+    """The objects, each once: a class, node or pod read twice (overlapping
+    inputs, or under two versions) would be counted twice; two different
+    copies are bad input (kube.identity)."""
+    copies = Copies()
+    unique = []
+    for obj in objects:
+        if obj.get("kind") not in _READ_KINDS:
+            continue
+        identity = identity_of(obj, identity_group(obj))
+        if identity is None or copies.is_new(obj, identity):
+            unique.append(obj)
+    return unique
+
+
 def catalog_rows(objects: Iterable[Mapping]) -> list[CatalogRow]:
     """Rows for every GPUClass among `objects` (Nodes and Pods give the
     figures), sorted by class name."""
-    objects = list(objects)
+    objects = _unique(objects)
     classes = gpuclasses(objects)
     nodes = [obj for obj in objects if obj.get("kind") == "Node" and obj.get("apiVersion") == "v1"]
     pods = [obj for obj in objects if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1"]

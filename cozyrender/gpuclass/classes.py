@@ -22,6 +22,17 @@ def is_gpuclass(obj: Mapping) -> bool:
     return obj.get("kind") == KIND and isinstance(api_version, str) and api_version.partition("/")[0] == GROUP
 
 
+def identity_group(obj: Mapping) -> str:
+    """The group an object is known by: a GPUClass goes by the group the class
+    readers go by (`cozystack.io/v1/x` is a GPUClass to them), so two classes
+    of one name meet whatever their spelling; any other object by its
+    apiVersion's group."""
+    if is_gpuclass(obj):
+        return GROUP
+    api_version = obj.get("apiVersion")
+    return api_version.rpartition("/")[0] if isinstance(api_version, str) else ""
+
+
 def gpuclasses(objects: Iterable[Mapping]) -> list[Mapping]:
     return [obj for obj in objects if is_gpuclass(obj)]
 
