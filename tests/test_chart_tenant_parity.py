@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from cozyrender import render, validate
-from cozyrender.entitlement import VGPU_LABEL
+from cozyrender.entitlement import VGPU_LABEL, flag_value
 from cozyrender.keys import in_budget_domain
 from cozyrender.postrender import PostRenderError, post_render
 from cozyrender.render import RenderError
@@ -96,12 +96,14 @@ def expected_from_upstream(upstream: dict, values: dict) -> dict:
     - budget keys (any key in the gpuclass.cozystack.io domain) leave every
       ResourceQuota; a quota left empty goes, with its namespace's LimitRanges;
     - the tenant Namespace carries namespace.cozystack.io/vgpu, "true" only when
-      the tenant asks (gpu.vgpu) and its parent is entitled (_namespace.vgpu);
+      the tenant asks (gpu.vgpu) and its parent is entitled (_namespace.vgpu),
+      each true or "true" (the chart's flag rule, entitlement.flag_value);
     - the values Secret has `_namespace.vgpu: true` only when entitled and keeps
       `_cluster.gpu-vgpu` only when it is on."""
     out = copy.deepcopy(upstream)
-    entitled = ((values.get("gpu") or {}).get("vgpu") is True
-                and (values.get("_namespace") or {}).get("vgpu") is True)
+    parent = values.get("_namespace") or {}
+    entitled = (flag_value((values.get("gpu") or {}).get("vgpu")) is True
+                and flag_value(parent.get("vgpu") if isinstance(parent, dict) else None) is True)
     emptied = set()
     for key, obj in list(out.items()):
         if obj["kind"] == "ResourceQuota":

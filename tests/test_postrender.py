@@ -280,6 +280,26 @@ def test_cluster_left_empty_becomes_an_empty_mapping():
     assert got == {"_cluster": {}, "_namespace": {"host": "a"}}
 
 
+@pytest.mark.parametrize("empty", ['""', "[]", "0", "false", "null"])
+def test_empty_cluster_of_any_type_passes_as_written(empty):
+    # Cozystack's tenant chart copies any empty _cluster verbatim (an empty
+    # value reads as none), so the Secret can hold `_cluster: ""`.
+    text = f"_cluster: {empty}\n_namespace:\n  host: a\n"
+    stream = NAMESPACE.format(requested="true", parent="true") + SECRET.format(values=values(text))
+    got = secret_values(render(stream)[0])
+    assert got == {"_cluster": yaml.safe_load(empty), "_namespace": {"host": "a", "vgpu": True}}
+
+
+@pytest.mark.parametrize("section, value", [("_cluster", "x"), ("_cluster", "[1]"),
+                                            ("_namespace", '""'), ("_namespace", "[]")])
+def test_non_mapping_sections_are_refused(section, value):
+    other = "_namespace" if section == "_cluster" else "_cluster"
+    text = f"{section}: {value}\n{other}: {{}}\n"
+    stream = NAMESPACE.format(requested="true", parent="true") + SECRET.format(values=values(text))
+    with pytest.raises(PostRenderError, match=f"{section} is not a mapping"):
+        render(stream)
+
+
 def test_values_without_namespace_section_get_one():
     stream = NAMESPACE.format(requested="true", parent="true") + SECRET.format(values=values("_cluster:\n  a: b\n"))
     assert secret_values(render(stream)[0]) == {"_cluster": {"a": "b"}, "_namespace": {"vgpu": True}}

@@ -127,13 +127,18 @@ class ValuesDecision(namedtuple("ValuesDecision", "set_namespace_vgpu remove_nam
 def decide_values(values: object, entitled: bool) -> ValuesDecision:
     """`_namespace.vgpu: true` exactly when entitled; `_cluster.gpu-vgpu`
     kept only when on (true or "true"), since `_cluster` reaches every tenant
-    and a key that is always there would upgrade every release."""
+    and a key that is always there would upgrade every release. An empty
+    `_cluster` that is not a mapping ("", [], 0, false) is no platform values:
+    Cozystack's tenant chart copies `_cluster` verbatim and reads an empty one
+    as none, and nothing here edits it."""
     if values is None:
         values = {}
     if not isinstance(values, Mapping):
         raise RuleError(f"{VALUES_KEY} is not a mapping")
     namespace = values.get("_namespace")
     cluster = values.get("_cluster")
+    if not cluster and cluster is not None and not isinstance(cluster, Mapping):
+        cluster = None
     for name, section in (("_namespace", namespace), ("_cluster", cluster)):
         if section is not None and not isinstance(section, Mapping):
             raise RuleError(f"{VALUES_KEY}: {name} is not a mapping")

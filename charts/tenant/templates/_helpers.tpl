@@ -262,7 +262,8 @@ Rules (Cozystack's):
 - object counts (pods, services, ..., resourcequotas) are kept as written;
 - storage becomes requests.storage only;
 - cpu, memory and ephemeral-storage become a limit (the value, as text) and
-  a request: the value divided by the allocation ratio (tenant.ratio); cpu
+  a request: the value divided by the allocation ratio (tenant.ratio, read
+  only for a resource the quota holds, as Cozystack reads it); cpu
   stays fractional, memory and ephemeral storage are cut to whole bytes
   (refused past 2^63 bytes, where Cozystack's output wraps to a negative);
 - any other key becomes requests.<key> and limits.<key> with the value as
@@ -273,10 +274,11 @@ post-renderer removes them from the quota.
 */}}
 {{- define "tenant.quotaHard" -}}
 {{- $counts := list "pods" "services" "services.loadbalancers" "services.nodeports" "services.clusterip" "configmaps" "secrets" "persistentvolumeclaims" "replicationcontrollers" "resourcequotas" -}}
-{{- $ratios := dict
-      "cpu" (include "tenant.ratio" (list . "cpu-allocation-ratio" "10"))
-      "memory" (include "tenant.ratio" (list . "memory-allocation-ratio" "1"))
-      "ephemeral-storage" (include "tenant.ratio" (list . "ephemeral-storage-allocation-ratio" "40")) -}}
+{{- /* Each ratio is read only when its resource is in the quota: Cozystack
+       divides by a ratio only then, so a bad ratio for a resource the tenant
+       does not limit stops nothing. */ -}}
+{{- $ratios := dict "cpu" (list "cpu-allocation-ratio" "10") "memory" (list "memory-allocation-ratio" "1")
+      "ephemeral-storage" (list "ephemeral-storage-allocation-ratio" "40") -}}
 {{- $hard := dict -}}
 {{- range $key, $value := .Values.resourceQuotas }}
 {{- if has $key $counts }}
@@ -284,13 +286,14 @@ post-renderer removes them from the quota.
 {{- else if eq $key "storage" }}
 {{- $_ := set $hard "requests.storage" $value -}}
 {{- else if hasKey $ratios $key }}
-{{- $request := divf (include "tenant.quantityNumber" $value | float64) (get $ratios $key | float64) -}}
+{{- $ratio := include "tenant.ratio" (prepend (get $ratios $key) $) -}}
+{{- $request := divf (include "tenant.quantityNumber" $value | float64) ($ratio | float64) -}}
 {{- if ne $key "cpu" -}}
 {{- /* Whole bytes as a 64-bit integer: past 2^63 the conversion wraps to a
        negative number (Cozystack renders -9223372036854775808 for 9Ei),
        which no quota can hold, so such a request stops the render. */ -}}
 {{- if or (ge $request 9223372036854775807.0) (le $request -9223372036854775808.0) -}}
-{{- fail (printf "resourceQuotas.%s: the request %v / %s does not fit a 64-bit quantity of bytes" $key $value (get $ratios $key)) -}}
+{{- fail (printf "resourceQuotas.%s: the request %v / %s does not fit a 64-bit quantity of bytes" $key $value $ratio) -}}
 {{- end -}}
 {{- $request = int $request -}}
 {{- end -}}
