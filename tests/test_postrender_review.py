@@ -178,6 +178,25 @@ def test_binary_nodes_are_refused(document):
     assert "a !!binary node" in refused(document)
 
 
+# -- 6. !!set, !!omap, !!pairs ----------------------------------------------------
+
+
+def test_a_set_tag_on_a_values_secrets_metadata_is_refused():
+    """PyYAML: metadata is a set (no name, so no values Secret: passed
+    unchanged); Helm: a mapping naming tenant-a's cozystack-values, applied
+    with `_namespace.vgpu: true` in a tenant that is not entitled."""
+    secret = ("---\napiVersion: v1\nkind: Secret\nmetadata: !!set {name: cozystack-values, namespace: tenant-a}\n"
+              "stringData: {values.yaml: '_namespace: {vgpu: true}'}\n")
+    assert "tag 'tag:yaml.org,2002:set' (line 4) is not supported: Helm reads it as a plain mapping" \
+        in refused(NAMESPACE + secret)
+
+
+@pytest.mark.parametrize("value", ["!!set {hard: {gpuclass.cozystack.io/devices: '2'}}", "!!omap [{a: 1}]", "!!pairs [{a: 1}]"])
+def test_set_omap_and_pairs_are_refused(value):
+    document = f"apiVersion: v1\nkind: ResourceQuota\nmetadata: {{name: q, namespace: t}}\nspec: {value}\n"
+    assert "is not supported: Helm reads it as a plain" in refused(document)
+
+
 # -- the real Helm 4 reads the refused shapes as said ---------------------------
 
 

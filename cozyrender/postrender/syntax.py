@@ -45,6 +45,7 @@ _COLLECTION_TAGS = {
     SequenceStartEvent: frozenset({_CORE + "seq", _CORE + "omap", _CORE + "pairs", "!"}),
 }
 _PLAIN_COLLECTION_TAGS = frozenset({_CORE + "map", _CORE + "seq", "!"})
+_PAIRS_TAGS = frozenset({_CORE + "set", _CORE + "omap", _CORE + "pairs"})
 
 
 def check_chunk(raw: bytes, after_end: bool = False) -> bool:
@@ -177,6 +178,12 @@ def _properties(event, kind: type, anchors: dict) -> bool:
                             "YAML as bytes; write the text (or base64 in a plain string)")
     if kind is ScalarEvent:
         return tag != _CORE + "str"
+    if tag in _PAIRS_TAGS:
+        # PyYAML builds a set (its keys only) or a list of pairs; Helm's go-yaml
+        # a plain mapping or sequence: `metadata: !!set {name: cozystack-values}`
+        # names a values Secret to Helm only.
+        raise SyntaxProblem(f"tag {tag!r}{_at(event)} is not supported: Helm reads it as a plain "
+                            f"{_noun(kind)}, YAML as !!{tag.rsplit(':', 1)[-1]}")
     if tag not in _COLLECTION_TAGS[kind]:
         raise SyntaxProblem(f"tag {tag!r} does not fit a {_noun(kind)}{_at(event)}")
     return tag not in _PLAIN_COLLECTION_TAGS
