@@ -158,7 +158,9 @@ def test_markers_with_comments_and_blanks_still_pass():
 
 
 def test_a_cr_before_a_crlf_is_refused():
-    """libyaml: `Resource\\nQuota` (two breaks); Helm 4: `ResourceQuota`."""
+    """libyaml: `Resource\\nQuota` (two breaks); Helm: `ResourceQuota` (Helm 3's
+    Kubernetes line reader ends the line `...\\<CR>` with LF, Helm 4's kyaml
+    rewrites CRLF to LF)."""
     stream = (b'apiVersion: v1\nkind: "Resource\\\r\r\nQuota"\nmetadata: {name: q, namespace: t}\n'
               b"spec: {hard: {gpuclass.cozystack.io/devices: '2'}}\n")
     assert "a CR right before a CRLF line break" in refused(stream)

@@ -138,8 +138,9 @@ def helm_reading_hazard(data: bytes) -> tuple[int, str] | None:
     which the rules follow: a line that starts with `---` but is no document
     marker (`---#`, `---` and a no-break space), where Kubernetes' YAML reader
     (Helm 3) and kyaml (Helm 4) start a new document that libyaml reads as
-    text of this one; and a CR right before a CRLF, which kyaml's CRLF-to-LF
-    rewrite (Helm 4) turns into one line break where libyaml reads two. Either
+    text of this one; and a CR right before a CRLF, which both readers turn
+    into one line break (Kubernetes' line reader drops the CRLF and ends the
+    line with LF; kyaml rewrites CRLF to LF) where libyaml reads two. Either
     would let Helm apply objects the rules never saw. None when there are none."""
     line = 0 if data.startswith(b"---") else data.find(b"\n---") + 1  # where a `---` line starts; 0: none
     while line or data.startswith(b"---"):
@@ -152,7 +153,7 @@ def helm_reading_hazard(data: bytes) -> tuple[int, str] | None:
             break
     at = data.find(b"\r\r\n")
     if at >= 0:
-        return at, "a CR right before a CRLF line break; Helm 4 reads the two line breaks as one"
+        return at, "a CR right before a CRLF line break; Helm reads the two line breaks as one"
     return None
 
 
