@@ -199,6 +199,18 @@ def test_set_omap_and_pairs_are_refused(value):
     assert "is not supported: Helm reads it as a plain" in refused(document)
 
 
+# -- 7. a tenant Namespace without a name ----------------------------------------
+
+
+def test_a_tenant_namespace_without_a_name_is_refused():
+    """Its entitlement was recorded under None, and a values Secret without a
+    namespace (which Helm puts in the release namespace, the parent's) took it:
+    `_namespace.vgpu: true` written into it."""
+    stream = NAMESPACE.replace("  name: tenant-a\n", "  generateName: tenant-\n").replace('"false"', '"true"') + (
+        "---\napiVersion: v1\nkind: Secret\nmetadata: {name: cozystack-values}\nstringData: {values.yaml: 'foo: 1'}\n")
+    assert "a tenant Namespace without a metadata.name" in refused(stream)
+
+
 # -- the real Helm 4 reads the refused shapes as said ---------------------------
 
 
