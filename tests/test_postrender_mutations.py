@@ -97,8 +97,8 @@ def objects(docs: list):
     for i, doc in enumerate(docs):
         if isinstance(doc, dict) and isinstance(doc.get("items"), list):
             for j, item in enumerate(doc["items"]):
-                if isinstance(item, dict) and not item.get("kind") and not item.get("apiVersion") \
-                        and isinstance(doc.get("kind"), str):
+                if isinstance(item, dict) and INHERITED not in item and not item.get("kind") \
+                        and not item.get("apiVersion") and isinstance(doc.get("kind"), str):
                     item[INHERITED] = item.get("kind", INHERITED)  # what to put back (`model`)
                     item["kind"] = doc["kind"].removesuffix("List")
                 yield (i, j), item

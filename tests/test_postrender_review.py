@@ -123,6 +123,18 @@ def test_a_gpu_only_quota_in_a_nested_list_is_dropped_with_its_limit_range():
         {"kind": "List", "items": [{"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "t"}}]}]}
 
 
+def test_a_values_secret_in_a_secret_list_is_edited():
+    """A SecretList item without kind is a Secret to Helm: a tenant that is not
+    entitled loses `_namespace.vgpu` there too."""
+    stream = NAMESPACE + ("---\napiVersion: v1\nkind: SecretList\nitems:\n"
+                          "- metadata: {name: cozystack-values, namespace: tenant-a}\n  stringData:\n"
+                          "    values.yaml: |\n      _namespace:\n        vgpu: true\n        host: a\n")
+    output = post_render(stream.encode()).output
+    documents = list(yaml.safe_load_all(output))
+    assert yaml.safe_load(documents[1]["items"][0]["stringData"]["values.yaml"]) == {"_namespace": {"host": "a"}}
+    assert post_render(output).output == output
+
+
 @pytest.mark.parametrize("key", ["Items", "ITEMS", "\u0131tems", "item\u017f"])
 def test_a_key_kubernetes_reads_as_items_is_refused(key):
     """Go's JSON decoder matches `items` without regard to case (and folds ı, ſ)."""
