@@ -82,16 +82,25 @@ def mutated(draw) -> bytes:
     return bytes(data)
 
 
+INHERITED = ("inherited kind",)  # marks a List item whose kind `objects` filled in
+
+
 def metadata(obj: object) -> dict:
     found = obj.get("metadata") if isinstance(obj, dict) else None
     return found if isinstance(found, dict) else {}
 
 
 def objects(docs: list):
-    """(where, object): documents, and the items of a List in place of it."""
+    """(where, object): documents, and the items of a List in place of it (a
+    document with an `items` sequence, whatever its kind, as Helm's client reads
+    it; an item with neither kind nor apiVersion takes the List's kind less `List`)."""
     for i, doc in enumerate(docs):
-        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+        if isinstance(doc, dict) and isinstance(doc.get("items"), list):
             for j, item in enumerate(doc["items"]):
+                if isinstance(item, dict) and INHERITED not in item and not item.get("kind") \
+                        and not item.get("apiVersion") and isinstance(doc.get("kind"), str):
+                    item[INHERITED] = item.get("kind", INHERITED)  # what to put back (`model`)
+                    item["kind"] = doc["kind"].removesuffix("List")
                 yield (i, j), item
         else:
             yield (i, None), doc
@@ -162,7 +171,14 @@ def model(docs: list) -> list:
     for i, doc in enumerate(docs):
         if (i, None) in gone:
             continue
-        if isinstance(doc, dict) and doc.get("kind") == "List" and isinstance(doc.get("items"), list):
+        if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            for item in doc["items"]:
+                if isinstance(item, dict) and INHERITED in item:
+                    was = item.pop(INHERITED)
+                    if was is INHERITED:
+                        del item["kind"]
+                    else:
+                        item["kind"] = was
             doc["items"] = [item for j, item in enumerate(doc["items"]) if (i, j) not in gone]
         kept_docs.append(doc)
     return comparable(kept_docs)

@@ -238,11 +238,11 @@ def test_lone_cr_in_a_document_a_rule_edits_stays_a_clear_error():
         ("? {a: b}\n: c\n", "a mapping key that is a mapping is not supported"),
         ("a: &s [1]\n*s : c\n", "a mapping key that is an alias of a collection"),
         ("a: 2001-13-45\n", "unsupported YAML"),
-        ("a: !!binary x\n", "unsupported YAML"),
+        ("a: !!binary x\n", "a !!binary node (line 3) is not supported"),
         ("a: !!int x\n", "unsupported YAML"),
         ("a: !!map [1]\n", "does not fit a sequence"),
         ("a: " + "1" * 5000 + "\n", "unsupported YAML"),
-        ("<<: 1\n", "unsupported YAML"),
+        ("a: {<<: 1}\n", "unsupported YAML"),
     ],
 )
 def test_every_document_is_held_to_the_same_rule(kind, body, problem):

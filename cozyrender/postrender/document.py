@@ -90,10 +90,10 @@ class KubeObject:
     __slots__ = ("document", "node", "data", "parent", "dropped", "path", "decision")
 
     def __init__(self, document: Document, node: MappingNode, data: dict,
-                 parent: tuple[SequenceNode, int, Node] | None = None) -> None:
+                 parent: tuple[SequenceNode, int, Node] | None = None, base: tuple = ()) -> None:
         self.document, self.node, self.data, self.parent = document, node, data, parent
         self.dropped = False
-        self.path = () if parent is None else ("items", parent[1])
+        self.path = () if parent is None else base + ("items", parent[1])
         self.decision = None  # a rule's decision, made once when the facts are gathered
 
     @property
@@ -197,21 +197,58 @@ def compose_text(text: str) -> Node | None:
 
 
 def kube_objects(document: Document) -> list[KubeObject]:
+    """The objects Helm creates from a document, found as Helm's Kubernetes
+    client finds them: a document with an `items` field is a List whatever
+    its kind (`v1 List`, `ResourceQuotaList`, a ConfigMap carrying `items`),
+    and only its items are created; Kubernetes' decoder matches that field
+    without regard to case (`Items`), so such a spelling is refused. Items
+    that are Lists (an exact `items` sequence) are flattened in turn. Items
+    of the document's List with neither `kind` nor `apiVersion` take the
+    List's kind without `List` (a `ResourceQuotaList` item is a ResourceQuota).
+    A List of a kind a rule reads is refused: Helm would not create the object
+    the rules would read it as."""
     top = KubeObject(document, document.root, _construct_top(document))
-    if top.kind != "List":
+    for key in top.data:
+        if key != "items" and isinstance(key, str) and len(key) == 5 \
+                and all(ch in chars for ch, chars in zip(key, _ITEMS_FOLDS)):
+            raise document.error(f"key {key!r} is read as 'items' by Kubernetes (the document would be a List); write 'items'")
+    if "items" not in top.data:
         return [top]
-    entry = find_entry(document.root, "items")
+    found: list[KubeObject] = []
+    _flatten(document, top, find_entry(document.root, "items"), found, inherit=True)
+    return found
+
+
+# The characters Go's JSON decoder folds to each letter of `items`.
+_ITEMS_FOLDS = ("iI\u0131\u0130", "tT", "eE", "mM", "sS\u017f")
+_RULE_KINDS = ("Namespace", "ResourceQuota", "LimitRange", "Secret")
+
+
+def _flatten(document: Document, lst: KubeObject, entry: tuple | None, found: list, inherit: bool) -> None:
+    if lst.kind in _RULE_KINDS:
+        raise document.error(f"{lst.label} has an 'items' field: Kubernetes reads it as a List and creates only its items")
     if entry is None or is_null(entry[2]):
-        return [top]
+        return
     _, items_key, items = entry
     if not isinstance(items, SequenceNode):
         raise document.error("List items is not a sequence")
-    found: list[KubeObject] = []
+    list_kind = lst.kind if isinstance(lst.kind, str) else ""
     for index, item in enumerate(items.value):
         if not isinstance(item, MappingNode):
             raise document.error(f"List item {index} is a {_node_kind(item)}, not a mapping")
-        found.append(KubeObject(document, item, _construct(document, item), (items, index, items_key)))
-    return found
+        data = _construct(document, item)
+        if inherit and not _text(data.get("kind")) and not _text(data.get("apiVersion")):
+            data["kind"] = list_kind.removesuffix("List")
+        obj = KubeObject(document, item, data, (items, index, items_key), lst.path)
+        nested = find_entry(item, "items")
+        if nested is not None and isinstance(nested[2], SequenceNode):
+            _flatten(document, obj, nested, found, inherit=False)
+        else:
+            found.append(obj)
+
+
+def _text(value: object) -> bool:
+    return isinstance(value, str) and value != ""
 
 
 # A quota's `spec.hard` with more entries than this is read by its keys only

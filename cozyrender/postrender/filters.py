@@ -49,6 +49,11 @@ def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> tuple[str, obj
                 f"{obj.label} is a Cozystack tenant namespace without the vGPU render inputs (its chart does not "
                 f"render them): treated as not entitled, labelled {VGPU_LABEL}: \"false\"").message)
         name = obj.metadata.get("name")
+        if not isinstance(name, str) or not name:
+            # Facts are keyed by the name a values Secret gives as its namespace: a
+            # Secret without one (placed in Helm's release namespace, the parent's)
+            # would take a nameless tenant's entitlement.
+            raise obj.document.error(f"{obj.label}: a tenant Namespace without a metadata.name")
         if name in facts.entitlements:
             raise obj.document.error(f"{obj.label}: a second Namespace document for the same tenant")
         facts.entitlements[name] = entitled

@@ -16,7 +16,7 @@ from cozyrender.gcpause import collector_paused
 from cozyrender.postrender.document import Document, KubeObject, kube_objects, read_document
 from cozyrender.postrender.errors import EditError, PostRenderError
 from cozyrender.postrender.filters import EDIT, Facts, commit_list_drops, edit, gather, needs_edit
-from cozyrender.postrender.stream import BOM, Chunk, source_of, split_chunks
+from cozyrender.postrender.stream import BOM, Chunk, helm_reading_hazard, source_of, split_chunks
 from cozyrender.postrender.syntax import SyntaxProblem, check_chunk
 
 
@@ -56,6 +56,12 @@ def plan_output(data: bytes) -> tuple[list[Chunk], list[int | bytes], list[str]]
 
 def _plan_output(data: bytes) -> tuple[list[Chunk], list[int | bytes], list[str]]:
     chunks = split_chunks(data)
+    hazard = helm_reading_hazard(data)
+    if hazard:
+        at, problem = hazard
+        chunk = next(chunk for chunk in chunks if chunk.start <= at < chunk.end)
+        line = data.count(b"\n", chunk.start, at) + 1
+        raise PostRenderError(f"{problem} (line {line})", chunk.number, source_of(data, chunk))
     facts = Facts()
     warnings: list[str] = []
     waiting: dict[int, list] = {}

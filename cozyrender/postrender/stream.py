@@ -133,6 +133,30 @@ def _directives_start(data: bytes, floor: int, marker: int) -> int:
     return cut
 
 
+def helm_reading_hazard(data: bytes) -> tuple[int, str] | None:
+    """(offset, why) of the first bytes Helm reads otherwise than libyaml,
+    which the rules follow: a line that starts with `---` but is no document
+    marker (`---#`, `---` and a no-break space), where Kubernetes' YAML reader
+    (Helm 3) and kyaml (Helm 4) start a new document that libyaml reads as
+    text of this one; and a CR right before a CRLF, which both readers turn
+    into one line break (Kubernetes' line reader drops the CRLF and ends the
+    line with LF; kyaml rewrites CRLF to LF) where libyaml reads two. Either
+    would let Helm apply objects the rules never saw. None when there are none."""
+    line = 0 if data.startswith(b"---") else data.find(b"\n---") + 1  # where a `---` line starts; 0: none
+    while line or data.startswith(b"---"):
+        after = data[line + 3:line + 4]
+        if after not in _BLANKS_AFTER and not data.startswith(_BREAK_ENDS[2:], line + 3):
+            return line, ("a line starts with '---' but is no document marker; Helm splits documents there "
+                          "(a marker is '---' alone or followed by a space)")
+        line = data.find(b"\n---", line + 3) + 1
+        if not line:
+            break
+    at = data.find(b"\r\r\n")
+    if at >= 0:
+        return at, "a CR right before a CRLF line break; Helm reads the two line breaks as one"
+    return None
+
+
 def mentions_rule_kind(data: bytes, chunk: Chunk) -> bool:
     """Whether a rule may need this chunk: it names a kind some rule reads,
     or has a backslash (an escape in a double-quoted scalar could spell a kind

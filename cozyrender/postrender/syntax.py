@@ -39,11 +39,13 @@ class SyntaxProblem(ValueError):
 
 
 _MERGE_KEY = "<<"
+_BINARY = _CORE + "binary"
 _COLLECTION_TAGS = {
     MappingStartEvent: frozenset({_CORE + "map", _CORE + "set", "!"}),
     SequenceStartEvent: frozenset({_CORE + "seq", _CORE + "omap", _CORE + "pairs", "!"}),
 }
 _PLAIN_COLLECTION_TAGS = frozenset({_CORE + "map", _CORE + "seq", "!"})
+_PAIRS_TAGS = frozenset({_CORE + "set", _CORE + "omap", _CORE + "pairs"})
 
 
 def check_chunk(raw: bytes, after_end: bool = False) -> bool:
@@ -82,9 +84,10 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
                     if expect_key:
                         if value in keys:
                             raise SyntaxProblem(f"duplicate key {value!r}{_at(event)}")
-                        keys.add(value)
                         if value == _MERGE_KEY and event.implicit[0]:
+                            _merge_key(event, keys)
                             needs_tree = True
+                        keys.add(value)
                     expect_key = not expect_key
                 elif not stack and (value or event.style or not event.implicit[0]):
                     # `---` with nothing after it is an empty document, not a scalar
@@ -111,8 +114,10 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
                     raise SyntaxProblem("the document is an alias, not a mapping")
                 target = anchors.get(event.anchor)
                 if keys is not None:
-                    if expect_key and target is not None and not target[1]:
-                        raise SyntaxProblem(f"a mapping key that is an alias of a collection is not supported{_at(event)}")
+                    if expect_key:
+                        if target is not None and not target[1]:
+                            raise SyntaxProblem(f"a mapping key that is an alias of a collection is not supported{_at(event)}")
+                        keys.add(_ALIAS_KEY)  # a key all the same: a merge key may not follow it
                     expect_key = not expect_key
             elif kind is DocumentStartEvent:
                 documents += 1
@@ -131,6 +136,23 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
 
 
 _NUMERIC_START = frozenset("0123456789+-.")
+_ALIAS_KEY = ("alias",)  # stands in `keys` for a key that is an alias (never equal to a scalar's text)
+
+
+def _merge_key(event, keys: set) -> None:
+    """A merge key must be the first key of its mapping, and carry no anchor.
+
+    YAML (and PyYAML, which the rules read with) lets every key written in
+    the mapping win over the merged ones; Helm's reader (go-yaml v2, through
+    sigs.k8s.io/yaml) merges in place, so a `<<` written after a key
+    overrides it (`kind: ConfigMap` then `<<: {kind: ResourceQuota}` is a
+    ResourceQuota to Helm). Placed first, the two agree. An anchored `<<`
+    could be used as a key through an alias, which go-yaml does not merge."""
+    if keys:
+        raise SyntaxProblem(f"a merge key '<<' after other keys of its mapping{_at(event)}: Helm lets it override "
+                            "them, YAML does not; put '<<' first")
+    if event.anchor is not None:
+        raise SyntaxProblem(f"an anchor on a merge key '<<'{_at(event)} is not supported")
 
 
 def _properties(event, kind: type, anchors: dict) -> bool:
@@ -148,8 +170,20 @@ def _properties(event, kind: type, anchors: dict) -> bool:
         return False
     if tag not in SAFE_TAGS:
         raise SyntaxProblem(f"tag {tag!r} is not allowed: safe YAML only{_at(event)}")
+    if tag == _BINARY:
+        # PyYAML reads bytes, Helm's go-yaml the decoded text: `kind: !!binary
+        # UmVzb3VyY2VRdW90YQ==` is a ResourceQuota to Helm only, and a binary
+        # key can stand for `kind` beside the one the rules read.
+        raise SyntaxProblem(f"a !!binary node{_at(event)} is not supported: Helm reads it as its decoded text, "
+                            "YAML as bytes; write the text (or base64 in a plain string)")
     if kind is ScalarEvent:
         return tag != _CORE + "str"
+    if tag in _PAIRS_TAGS:
+        # PyYAML builds a set (its keys only) or a list of pairs; Helm's go-yaml
+        # a plain mapping or sequence: `metadata: !!set {name: cozystack-values}`
+        # names a values Secret to Helm only.
+        raise SyntaxProblem(f"tag {tag!r}{_at(event)} is not supported: Helm reads it as a plain "
+                            f"{_noun(kind)}, YAML as !!{tag.rsplit(':', 1)[-1]}")
     if tag not in _COLLECTION_TAGS[kind]:
         raise SyntaxProblem(f"tag {tag!r} does not fit a {_noun(kind)}{_at(event)}")
     return tag not in _PLAIN_COLLECTION_TAGS
