@@ -37,6 +37,7 @@ MAX_NAMESPACE_LENGTH = 63
 
 
 @lru_cache(maxsize=65536)
+@lru_cache(maxsize=2**16)  # asked once per object: a state has far fewer namespaces
 def is_tenant_namespace(namespace: str) -> bool:
     """Whether `namespace` lies in `tenant-root`'s tree (by name): `tenant-`
     followed by tenant names joined by '-', at most 63 characters."""
@@ -44,6 +45,7 @@ def is_tenant_namespace(namespace: str) -> bool:
         namespace == ROOT_NAMESPACE or _TENANT_NAMESPACE.match(namespace) is not None)
 
 
+@lru_cache(maxsize=2**16)
 def is_malformed_tenant_namespace(namespace: str) -> bool:
     """A namespace named like a tenant's (`tenant-...`) that no tenant can
     own (`tenant--x`, `tenant-A`, `tenant-1x`, longer than 63 characters):
