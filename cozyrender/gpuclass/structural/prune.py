@@ -71,15 +71,18 @@ def additional_of(schema: Mapping) -> tuple[bool, Mapping | None]:
     return True, additional if isinstance(additional, Mapping) else None
 
 
-def _prune(value, schema: Mapping | None, path: str, pruned: list[str]) -> None:
+def _prune(value, schema: Mapping | None, path: str, pruned: list[str], keep_unknown: bool = False) -> None:
+    """Drop the fields `schema` does not declare. Below
+    x-kubernetes-preserve-unknown-fields (`keep_unknown`, carried into list
+    items) unknown fields stay, but pruning goes on inside the declared ones."""
     if schema is not None and schema.get("x-kubernetes-preserve-unknown-fields"):
-        _skip_prune(value, schema, path, pruned)
-        return
+        keep_unknown = True
     if isinstance(value, dict):
         if schema is None:
-            for key in list(value):
-                pruned.append(join_path(path, key))
-                del value[key]
+            if not keep_unknown:
+                for key in list(value):
+                    pruned.append(join_path(path, key))
+                    del value[key]
             return
         properties = schema.get("properties") or {}
         has_additional, additional = additional_of(schema)
@@ -91,36 +94,14 @@ def _prune(value, schema: Mapping | None, path: str, pruned: list[str]) -> None:
                 _prune(value[key], properties[key], join_path(path, key), pruned)
             elif has_additional:
                 _prune(value[key], additional, join_path(path, key), pruned)
-            else:
+            elif not keep_unknown:
                 if key not in _META_FIELDS or path:
                     pruned.append(join_path(path, key))
                 del value[key]
     elif isinstance(value, list):
         items = schema.get("items") if schema is not None else None
         for index, item in enumerate(value):
-            _prune(item, items if isinstance(items, Mapping) else None, join_path(path, index), pruned)
-
-
-def _skip_prune(value, schema: Mapping | None, path: str, pruned: list[str]) -> None:
-    """Below preserve-unknown-fields: keep unknown fields, prune inside the
-    declared ones."""
-    if schema is None:
-        return
-    if isinstance(value, dict):
-        properties = schema.get("properties") or {}
-        has_additional, additional = additional_of(schema)
-        embedded = schema.get("x-kubernetes-embedded-resource")
-        for key in list(value):
-            if embedded and key in _META_FIELDS:
-                continue
-            if key in properties:
-                _prune(value[key], properties[key], join_path(path, key), pruned)
-            elif has_additional:
-                _prune(value[key], additional, join_path(path, key), pruned)
-    elif isinstance(value, list):
-        items = schema.get("items")
-        for index, item in enumerate(value):
-            _skip_prune(item, items if isinstance(items, Mapping) else None, join_path(path, index), pruned)
+            _prune(item, items if isinstance(items, Mapping) else None, join_path(path, index), pruned, keep_unknown)
 
 
 def _coerce_metadata(value, schema: Mapping | None, path: str, pruned: list[str]) -> None:
