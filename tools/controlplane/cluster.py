@@ -3,8 +3,11 @@
 Starts, each as its own process group, with every port on 127.0.0.1:
 - etcd (built from go.etcd.io/etcd/server/v3) and kube-apiserver v1.35.4
   (built from k8s.io/kubernetes), client-certificate authentication, RBAC;
+- kube-controller-manager v1.35.4 with the namespace and garbage-collector
+  controllers (a deleted namespace is emptied and goes; owned objects follow
+  their owner). No kubelet, scheduler or kube-proxy: pods never run;
 - the GPUClass CRD and stand-in CRDs for Cozystack's apps.cozystack.io kinds;
-- the namespaces `cozy-system`, `cozyrender-system` and `tenant-root`;
+- the namespaces `cozy-system`, `cozyrender-system` and `tenant-root` (or those given);
 - N replicas of `cozyrender webhook` behind a round-robin balancer (the
   Service hop), with the webhook chart's RBAC, ledger and webhook
   configuration applied from `helm template charts/cozyrender-webhook`,
@@ -79,11 +82,13 @@ def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict
 
 class ControlPlane:
     def __init__(self, directory: Path, bin_dir: Path = DEFAULT_BIN, webhook_replicas: int = 2,
-                 webhook_args: tuple[str, ...] = ()) -> None:
+                 webhook_args: tuple[str, ...] = (),
+                 namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root")) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
         self.webhook_args = tuple(webhook_args)
+        self.namespaces = tuple(namespaces)
         self.pki = self.dir / "pki"
         self.logs = self.dir / "logs"
         self.kubeconfig = self.dir / "kubeconfig"
@@ -134,7 +139,7 @@ class ControlPlane:
     # -- lifecycle ------------------------------------------------------------
 
     def start(self) -> ControlPlane:
-        for binary in ("etcd", "kube-apiserver", "kubectl", "helm4"):
+        for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm4"):
             if not (self.bin / binary).exists():
                 raise ClusterError(f"{self.bin / binary} is missing: run `make controlplane binaries`")
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -144,6 +149,7 @@ class ControlPlane:
             self._pki()
             self._start_etcd()
             self._start_apiserver()
+            self._start_controller_manager()
             self._install_crds()
             if self.webhook_replicas:
                 self.start_webhooks()
@@ -161,6 +167,10 @@ class ControlPlane:
         self.webhook_client_cert = ca.issue(
             "webhook-client", f"system:serviceaccount:{WEBHOOK_NAMESPACE}:{WEBHOOK_ACCOUNT}",
             organizations=("system:serviceaccounts", f"system:serviceaccounts:{WEBHOOK_NAMESPACE}"), client=True)
+        # Its controllers would each use a service account with its own role; one identity with
+        # every right is simpler for a test plane.
+        self.controller_manager_cert = ca.issue("controller-manager", "system:kube-controller-manager",
+                                                organizations=("system:masters",), client=True)
         self.webhook_serving_cert = ca.issue("webhook", "cozyrender-webhook", server_names=("127.0.0.1", "localhost"))
         self.sa_key, self.sa_pub = service_account_keys(self.pki)
 
@@ -205,19 +215,40 @@ class ControlPlane:
         self._save()
         self._wait("kube-apiserver", lambda: self._https_ok(f"{self.server}/readyz", *self.admin_cert), 90)
 
+    def _start_controller_manager(self) -> None:
+        kubeconfig = self.dir / "controller-manager-kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(
+            self.server, self.pki / "ca.crt", *self.controller_manager_cert, "system:kube-controller-manager")))
+        self._spawn("kube-controller-manager", [
+            str(self.bin / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            "--controllers=namespace-controller,garbage-collector-controller",
+            "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            f"--cert-dir={self.pki / 'controller-manager'}", "--v=1",
+        ])
+
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 timeout: float = 60) -> subprocess.CompletedProcess:
         result = subprocess.run([str(self.bin / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
                                 input=input, capture_output=True, text=True, timeout=timeout)
         if check and result.returncode != 0:
-            raise ClusterError(f"kubectl {' '.join(args)}: {result.stderr.strip() or result.stdout.strip()}")
+            message = result.stderr.strip() or result.stdout.strip()
+            raise ClusterError(f"kubectl {' '.join(args)}: {message[:2000]}")
         return result
+
+    def wait_crds_established(self, timeout: float = 60) -> None:
+        """Every CRD Established (a CRD just created may not have conditions yet)."""
+        def established() -> bool:
+            crds = json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]
+            return all(any(c.get("type") == "Established" and c.get("status") == "True"
+                           for c in (crd.get("status") or {}).get("conditions") or []) for crd in crds)
+        self._wait("CRDs Established", established, timeout)
 
     def _install_crds(self) -> None:
         for crd in CRDS:
             self.kubectl("apply", "--server-side", "-f", str(crd))
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
-        for namespace in ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"):
+        self.wait_crds_established()
+        for namespace in self.namespaces:
             self.kubectl("create", "namespace", namespace)
         # The API server serves new CRD kinds shortly after Established: wait until discovery has them.
         self._wait("apps.cozystack.io discovery",
