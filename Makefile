@@ -17,13 +17,13 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries wheelhouse demo test bench dist clean
+.PHONY: venv binaries wheelhouse demo test bench dist docs docs-update clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[test,bench,docs]' --config-settings editable_mode=compat
 	touch $@
 
 binaries: $(BIN)/.fetched
@@ -61,6 +61,21 @@ test: venv binaries wheelhouse
 bench: venv binaries
 	$(PY) -m compileall -q cozyrender
 	$(PY) bench/run.py
+
+# The docs site (MkDocs + Material, from the `docs` extra installed in the venv),
+# built in strict mode: a broken link, a page missing from the nav or any
+# warning fails it. The site goes to build/site.
+docs: venv
+	$(PY) -m mkdocs build --strict --site-dir build/site
+
+# Regenerate what the docs take from the code, then review the diff like code:
+# the reference pages (commands, chart parameters, GPUClass CRD, error
+# messages), the render-path diagram, and the output shown in the docs'
+# `console` examples. The tests fail when any of them drifts.
+docs-update: venv
+	$(PY) tools/gen_docs_reference.py
+	$(PY) tools/draw_render_path.py
+	COZYRENDER_UPDATE_DOCS=1 $(PY) -m pytest -q tests/test_docs_examples.py
 
 clean:
 	rm -rf $(VENV) .cache build $(DIST) *.egg-info
