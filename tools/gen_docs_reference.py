@@ -121,6 +121,15 @@ def cli_page() -> str:
         anchor = "-".join(path)
         out.append(f"| [`{' '.join(path)}`](#{anchor}) | {_cell(command.get_short_help_str(limit=300))} |")
     out.append("")
+    out += ["## Output formats", "",
+            "The `-o/--output` values each command takes, read from its option.", "",
+            "| command | `-o` values | default |", "| --- | --- | --- |"]
+    for path, command, sub_ctx in entries:
+        for param in command.get_params(sub_ctx):
+            if "--output" in getattr(param, "opts", ()) and isinstance(param.type, click.Choice):
+                choices = ", ".join(f"`{c}`" for c in param.type.choices)
+                out.append(f"| `{' '.join(path)}` | {choices} | `{param.default}` |")
+    out.append("")
     for path, command, sub_ctx in entries:
         name = " ".join(path)
         out += [f"## {name} {{ #{'-'.join(path)} }}", ""]
