@@ -353,16 +353,21 @@ PAGES = {
 }
 
 
-def generate() -> dict[Path, str]:
-    return {REFERENCE / name: make().rstrip("\n") + "\n" for name, make in PAGES.items()}
+def generate(folder: Path = REFERENCE) -> dict[Path, str]:
+    return {folder / name: make().rstrip("\n") + "\n" for name, make in PAGES.items()}
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 with a diff when out of date")
+    parser.add_argument("--reference-dir", type=Path, default=REFERENCE, help="where the pages are (docs/reference)")
     args = parser.parse_args(argv)
     stale = []
-    for path, text in generate().items():
+    for path, text in generate(args.reference_dir.resolve()).items():
         old = path.read_text(encoding="utf-8") if path.exists() else ""
         if old == text:
             continue
@@ -370,13 +375,13 @@ def main(argv: list[str] | None = None) -> int:
             stale.append(path)
             sys.stdout.writelines(difflib.unified_diff(
                 old.splitlines(keepends=True), text.splitlines(keepends=True),
-                fromfile=f"{path.relative_to(ROOT)} (on disk)", tofile=f"{path.relative_to(ROOT)} (generated)"))
+                fromfile=f"{_shown(path)} (on disk)", tofile=f"{_shown(path)} (generated)"))
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
-            print(f"wrote {path.relative_to(ROOT)}", file=sys.stderr)
+            print(f"wrote {_shown(path)}", file=sys.stderr)
     if stale:
-        names = ", ".join(str(p.relative_to(ROOT)) for p in stale)
+        names = ", ".join(_shown(p) for p in stale)
         print(f"out of date: {names}; run `make docs-update` and review the diff", file=sys.stderr)
         return 1
     return 0
