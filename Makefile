@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries wheelhouse demo test bench dist docs docs-update clean
+.PHONY: venv binaries wheelhouse demo test bench dist clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -61,6 +61,8 @@ test: venv binaries wheelhouse
 bench: venv binaries
 	$(PY) -m compileall -q cozyrender
 	$(PY) bench/run.py
+
+.PHONY: docs docs-update
 
 # The docs site (MkDocs + Material, from the `docs` extra installed in the venv),
 # built in strict mode: a broken link, a page missing from the nav or any
