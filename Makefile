@@ -23,7 +23,7 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,bench]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[test,bench,docs]' --config-settings editable_mode=compat
 	touch $@
 
 binaries: $(BIN)/.fetched
@@ -85,6 +85,23 @@ test: venv binaries controlplane wheelhouse
 bench: venv binaries
 	$(PY) -m compileall -q cozyrender
 	$(PY) bench/run.py
+
+.PHONY: docs docs-update
+
+# The docs site (MkDocs + Material, from the `docs` extra installed in the venv),
+# built in strict mode: a broken link, a page missing from the nav or any
+# warning fails it. The site goes to build/site.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir build/site
+
+# Regenerate what the docs take from the code, then review the diff like code:
+# the reference pages (commands, chart parameters, GPUClass CRD, error
+# messages), the render-path diagram, and the output shown in the docs'
+# `console` examples. The tests fail when any of them drifts.
+docs-update: venv
+	$(PY) tools/gen_docs_reference.py
+	$(PY) tools/draw_render_path.py
+	COZYRENDER_UPDATE_DOCS=1 $(PY) -m pytest -q tests/test_docs_examples.py
 
 clean:
 	rm -rf $(VENV) .cache build $(DIST) *.egg-info

@@ -95,8 +95,10 @@ def group():
     @click.group(cls=LazyGroup, context_settings={"help_option_names": list(HELP), "max_content_width": 100},
                  epilog="\b\nExamples:\n"
                         "  cozyrender template tenant-a charts/tenant -n tenant-root --set gpu.vgpu=true\n"
+                        "  helm template tenant-a charts/tenant -n tenant-root --post-renderer cozyrender"
+                        "   # Helm 4, plugin installed (helm plugin install plugins/cozyrender)\n"
                         "  helm template tenant-a charts/tenant -n tenant-root --post-renderer cozyrender "
-                        "--post-renderer-args post-render\n"
+                        "--post-renderer-args post-render   # Helm 3\n"
                         "  cozyrender golden tests/golden --junit golden.xml\n"
                         "  cozyrender completion bash > /etc/bash_completion.d/cozyrender")
     @click.version_option(package_name="cozyrender")

@@ -1,5 +1,6 @@
-"""`make demo`: render the bundled tenant tree (examples/demo) through real Helm
-and the post-renderer, print what each tenant got, and write the manifests.
+"""`make demo`: render the bundled tenant tree (examples/demo) with the Helm v4
+SDK in process (no helm binary, nothing fetched) and the post-renderer, print
+what each tenant got, and write the manifests.
 
 The tree is a golden suite, so the demo also says whether every tenant still
 renders exactly as its reviewed expected files say.
