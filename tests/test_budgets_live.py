@@ -12,7 +12,7 @@ import dataclasses
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_budgets_builders import gpuclass, nodes, pod, quota, tenant, vm
+from test_budgets_builders import gpuclass, kubernetes, node_group, nodes, pod, quota, tenant, vm
 
 from cozyrender.budgets import BudgetInputError, audit, check_write, index_state
 from cozyrender.budgets.live import LiveIndex
@@ -65,6 +65,9 @@ workloads = st.one_of(
     st.builds(lambda ns, i, g: vm(ns, f"vm{i}", g), namespaces, st.integers(0, 2), st.lists(entries, max_size=2)),
     st.builds(lambda ns, i, g, r: nodes(ns, f"pool{i}", g, max_replicas=r), namespaces, st.integers(0, 1),
               st.lists(entries, max_size=2), st.integers(0, 3)),
+    st.builds(lambda ns, i, groups: kubernetes(ns, f"k{i}", groups), namespaces, st.integers(0, 1),
+              st.dictionaries(st.sampled_from(["md0", "md1"]), st.builds(node_group, st.lists(entries, max_size=2),
+                                                                         st.integers(0, 3)), max_size=2)),
 )
 usage_objects = st.one_of(
     st.builds(lambda ns, i, cpu: pod(ns, f"p{i}", {"cpu": cpu, "memory": "1Gi"}), namespaces, st.integers(0, 2),

@@ -24,7 +24,7 @@ from cozyrender.kube.quantity import format_quantity
 from .index import ALL_CLASSES, BudgetState, key_order
 from .model import quota_field
 from .tree import ROOT_NAMESPACE, parent_namespace
-from .write import malformed_namespace_message, named_device_problem, raw_name_problem
+from .write import inverted_message, malformed_namespace_message, named_device_problem, raw_name_problem
 from .usage import format_amount
 
 ERROR = "error"
@@ -99,13 +99,12 @@ def _workload_findings(state: BudgetState) -> list[Finding]:
     they reserve nothing and no GPU rule reads them)."""
     findings = []
     for (kind, namespace, name), workload in state.workloads.items():
-        if workload.replicas_inverted is not None:
-            low, high = workload.replicas_inverted
-            findings.append(Finding(ERROR, "invalid-workload", namespace, f"{kind} {name}: spec.minReplicas",
-                                    f"spec.minReplicas {low} is more than spec.maxReplicas {high}"))
-        for index, device in workload.raw_names:
-            problem = raw_name_problem(state, workload, index, device)
-            field = f"{kind} {name}: spec.gpus[{index}].name"
+        for prefix, low, high in workload.replicas_inverted:
+            findings.append(Finding(ERROR, "invalid-workload", namespace, f"{kind} {name}: {prefix}.minReplicas",
+                                    inverted_message(prefix, low, high)))
+        for path, device in workload.raw_names:
+            problem = raw_name_problem(state, workload, device)
+            field = f"{kind} {name}: {path}.name"
             if problem is not None:
                 findings.append(Finding(ERROR, "device-name", namespace, field, problem.removeprefix("Forbidden: ")))
             else:
@@ -116,7 +115,7 @@ def _workload_findings(state: BudgetState) -> list[Finding]:
         for entry in workload.entries:
             problem = named_device_problem(state, entry)
             if problem is not None:
-                findings.append(Finding(ERROR, "device-name", namespace, f"{kind} {name}: spec.gpus[{entry.index}].name",
+                findings.append(Finding(ERROR, "device-name", namespace, f"{kind} {name}: {entry.path}.name",
                                         problem.removeprefix("Forbidden: ")))
     return findings
 

@@ -1,5 +1,5 @@
-"""The write checks: a VMInstance or KubernetesNodes write against the GPU
-budgets of its pool, and the declaration gate for a Tenant write.
+"""The write checks: a VMInstance, KubernetesNodes or Kubernetes write
+against the GPU budgets of its pool, and the declaration gate for a Tenant write.
 
 Each returns a Decision: allowed or not, one Reason per violated key naming
 the field and the numbers, as an admission webhook would answer. A check
@@ -20,7 +20,6 @@ from cozyrender.keys import BudgetKey
 from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, tenant_charge
 from .index import BudgetState, covered, key_order
 from .model import (
-    KUBERNETES_NODES,
     Declaration,
     Workload,
     parse_declaration,
@@ -81,26 +80,29 @@ def growth(new: Workload, old: Workload | None) -> dict[str, int]:
 
 
 def _growth_field(new: Workload, old: Workload | None, classes: set[str]) -> str:
-    """The field that grew for `classes`: a worker pool's maxReplicas when
-    only that changed, otherwise the first entry's count for those classes."""
-    if (
-        old is not None
-        and new.kind == KUBERNETES_NODES
-        and new.max_replicas > old.max_replicas
-        and all(
-            sum(e.count for e in new.entries if e.gpu_class == c) <= sum(e.count for e in old.entries if e.gpu_class == c)
-            for c in classes
-        )
-    ):
-        return "spec.maxReplicas"
+    """The field that grew for `classes`: a worker pool's (or node group's)
+    maxReplicas when only that changed there, otherwise the first entry's
+    count for those classes."""
+    if old is not None:
+        for entry in new.entries:
+            where = entry.replicas_path
+            if entry.gpu_class not in classes or where is None:
+                continue
+            before = [e for e in old.entries if e.replicas_path == where]
+            if before and entry.replicas > before[0].replicas and all(
+                sum(e.count for e in new.entries if e.replicas_path == where and e.gpu_class == c)
+                <= sum(e.count for e in before if e.gpu_class == c)
+                for c in classes
+            ):
+                return where
     for entry in new.entries:
         if entry.gpu_class in classes:
-            return f"spec.gpus[{entry.index}].count" if entry.count_given else f"spec.gpus[{entry.index}]"
+            return f"{entry.path}.count" if entry.count_given else entry.path
     return "spec.gpus"
 
 
 def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
-    """The GPU budget check for a VMInstance or KubernetesNodes write.
+    """The GPU budget check for a VMInstance, KubernetesNodes or Kubernetes write.
 
     The write replaces the object of the same kind, namespace and name in
     `state` when there is one (an update), else it is a create. Only growth

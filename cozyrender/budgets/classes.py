@@ -64,7 +64,7 @@ def label_disagreements(state: BudgetState, namespace: str, platform_vgpu: bool)
 
 
 def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu: bool | None = None) -> Decision:
-    """Each class a VMInstance/KubernetesNodes write names must be a GPUClass
+    """Each class a VMInstance/KubernetesNodes/Kubernetes write names must be a GPUClass
     of the state, not in conflict over its resource name, and, when its mode
     is `vgpu`, usable in the workload's namespace. A state without any
     GPUClass cannot vouch for a class: every class named is refused, saying
@@ -77,12 +77,12 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
         return Decision()
     reasons: list[Reason] = []
     warnings: list[str] = []
-    names: dict[str, int] = {}  # class name -> index of the first entry naming it
+    names: dict[str, str] = {}  # class name -> the field of the first entry naming it
     for entry in workload.entries:
-        names.setdefault(entry.gpu_class, entry.index)
+        names.setdefault(entry.gpu_class, entry.path)
     if not state.gpuclasses:
-        for name, index in names.items():
-            reasons.append(Reason(f"spec.gpus[{index}].class", f"Invalid: GPU class {name!r}: {NO_CLASSES}"))
+        for name, path in names.items():
+            reasons.append(Reason(f"{path}.class", f"Invalid: GPU class {name!r}: {NO_CLASSES}"))
         return Decision(tuple(reasons))
     platform = platform_vgpu if platform_vgpu is not None else state.platform_vgpu
     if platform is None and any(
@@ -93,8 +93,8 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
             "the platform's vGPU setting is not in the state (the tenant-root Namespace's label or "
             "tenant-root/cozystack-values): treated as off; pass --platform-vgpu to set it"
         )
-    for name, index in names.items():
-        field = f"spec.gpus[{index}].class"
+    for name, path in names.items():
+        field = f"{path}.class"
         gpuclass = state.gpuclasses.get(name)
         if gpuclass is None:
             reasons.append(Reason(field, f"Invalid: GPU class {name!r} does not exist"))
