@@ -147,6 +147,7 @@ A100, ALL = "a100.gpuclass.cozystack.io/devices", "gpuclass.cozystack.io/devices
 @example([("upsert", tenant_at(("a",), {ALL: 4, "cpu": 3})), ("upsert", tenant_at(("a", "b"), {})),
           ("upsert", tenant_at(("a", "b", "a"), {A100: 2, "cpu": 1})),
           ("upsert", vm("tenant-a-b", "vm0", [{"class": "a100", "count": 1}])),
+          ("upsert", vm("tenant-a-b-a", "vm1", [{"class": "a100", "count": 1}])),
           ("upsert", pod("tenant-a-b", "p0", {"cpu": "2"})), ("upsert", pod("tenant-a-b-a", "p0", {"cpu": "2"})),
           ("upsert", tenant_at(("a", "b"), {A100: 3})), ("upsert", tenant_at(("a", "b"), {"cpu": 3})),
           ("upsert", tenant_at(("a", "b"), {A100: 3, "cpu": 4})), ("upsert", tenant_at(("a", "b"), {})),

@@ -5,6 +5,9 @@
   lowering a child's budget and then growing the parent's pool, children
   declaring only the all-classes key, device-plugin names; only a pool whose
   own value was lowered may hold more than that value (issue 11);
+- the hierarchical rule (issue 19 item 5b): no admitted workload write
+  raises what a pool root's subtree physically holds (sub-pools counted in
+  the classes they cap) past any of its budgets, lowered or not;
 - a workload write with no growth is always admitted;
 - a Tenant write that stops a tenant being a pool root (dropping all its
   keys, or all its ordinary keys) never breaks the invariant either;
@@ -109,7 +112,15 @@ def _materialize(write: tuple, objects: dict) -> dict:
     return nodes(namespace_of(path), f"pool{index}", entries, max_replicas=replicas)
 
 
-def naive_violations(objects: list[dict], lowered: set = frozenset()) -> list[str]:
+def naive_held(objects: list[dict]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(pool root, budget key) -> (devices physically held in its subtree for
+    the classes the key covers, its value): `naive_violations`' holdings."""
+    held: dict[tuple[str, str], tuple[int, int]] = {}
+    naive_violations(objects, held=held)
+    return held
+
+
+def naive_violations(objects: list[dict], lowered: set = frozenset(), held: dict | None = None) -> list[str]:
     """Every (pool root, key) whose pool holds more devices of the classes
     the key covers than the key allows, counting every path below it: the
     pool's own reservations, and what each carving sub-pool holds of those
@@ -160,11 +171,13 @@ def naive_violations(objects: list[dict], lowered: set = frozenset()) -> list[st
     violations = []
     for root, declaration in declarations.items():
         for key, budget in declaration.budgets.items():
+            holding = holds(root, None if key.gpu_class is None else {key.gpu_class})
+            if held is not None:
+                held[(root, key.key)] = (holding, budget)
             if (root, key.key) in lowered:
                 continue
-            held = holds(root, None if key.gpu_class is None else {key.gpu_class})
-            if held > budget:
-                violations.append(f"{root} {key.key}: holds {held} > {budget}")
+            if holding > budget:
+                violations.append(f"{root} {key.key}: holds {holding} > {budget}")
 
     def ordinary_root_of(namespace):
         for candidate in ancestors(namespace):
@@ -206,12 +219,25 @@ ALL = "gpuclass.cozystack.io/devices"
 @example([("tenant", ("a",), {ALL: 4}), ("tenant", ("a", "b"), {A100: 2}), ("tenant", ("a", "b", "a"), {ALL: 2}),
           ("vm", ("a", "b", "a"), 0, [{"class": "a100", "count": 2}]), ("vm", ("a",), 0, [{"class": "h100", "count": 2}]),
           ("vm", ("a", "b"), 1, [{"class": "a100", "count": 1}])])
+# Issue 19 item 5b: the parent lowers `a`, then grows `b`'s pool below it.
+@example([("tenant", ("a",), {ALL: 5}), ("vm", ("a",), 0, [{"class": "a100", "count": 2}]),
+          ("tenant", ("a", "b"), {A100: 1}), ("lower", ("a",), ALL, 1), ("vm", ("a", "b"), 0, [{"class": "a100", "count": 1}])])
 def test_invariant_holds_after_every_admitted_write(sequence):
+    """The charge invariant for every pool never lowered, and the physical
+    one (the hierarchical rule) for every pool root, lowered or not: no
+    admitted workload write raises what a subtree holds past its budget."""
     objects: dict[tuple, dict] = {}
     lowered: set[tuple[str, str]] = set()
     for write in sequence:
         obj = _materialize(write, objects)
         decision = check_write(index_state(GPUCLASSES + list(objects.values())), obj)
+        if decision.allowed and obj["kind"] != "Tenant":
+            before = naive_held(list(objects.values()))
+            after = naive_held([*(o for k, o in objects.items() if k != _identity(obj)), obj])
+            assert [
+                (pair, before.get(pair, (0, 0))[0], held, budget) for pair, (held, budget) in after.items()
+                if held > budget and held > before.get(pair, (0, 0))[0]
+            ] == [], (obj, decision)
         if decision.allowed:
             old = objects.get(_identity(obj))
             if obj["kind"] == "Tenant" and old is not None:

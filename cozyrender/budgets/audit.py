@@ -3,7 +3,11 @@ within its budgets, and the GPU budgets a sub-tenant escapes.
 
 For each budget pool root R and budget key K it declares: devices reserved
 in R's pool for the classes K covers plus the charges of carving tenants
-must stay within R's K (the design page's invariant). For each ordinary
+must stay within R's K (the design page's invariant), and the devices
+physically reserved in R's subtree (its pool's, and its carving tenants'
+subtrees' in the classes they cap) must too: a subtree holding more, with
+some of it in sub-pools, is `over-held` (after a lowering; the
+hierarchical rule then refuses any growth below R until it fits). For each ordinary
 pool root and key: the pool's usage plus carving tenants' charges must stay
 within the value. A sub-tenant that declares its own quotas is a pool root
 of its own and leaves its parent's pool for every key it does not declare,
@@ -21,7 +25,7 @@ from fractions import Fraction
 
 from cozyrender.kube.quantity import format_quantity
 
-from .index import ALL_CLASSES, BudgetState, key_order
+from .index import ALL_CLASSES, BudgetState, covered, key_order
 from .model import quota_field
 from .tree import ROOT_NAMESPACE, parent_namespace
 from .write import inverted_message, malformed_namespace_message, named_device_problem, raw_name_problem
@@ -122,7 +126,20 @@ def _workload_findings(state: BudgetState) -> list[Finding]:
 
 def _audit_budget_pool(state: BudgetState, root: str) -> list[Finding]:
     findings = []
-    for key, budget in state.declarations[root].budgets.items():
+    declaration = state.declarations[root]
+    for key, budget in declaration.budgets.items():
+        held = state.held_in_subtree(root, key)
+        # Only where sub-pools hold some of it: a pool over on its own
+        # reservations is `over-committed` already, naming them.
+        if held > budget and covered(state.physical_below.get(root, {}), key):
+            findings.append(Finding(
+                ERROR, "over-held", root, quota_field(key.key),
+                f"the subtree of tenant {declaration.created_in}/{declaration.tenant} holds more devices than its "
+                f"GPU budget {key.key!r}: {held} reserved in {root} and the sub-pools it caps > budget {budget}; "
+                "no growth below it is admitted until it fits",
+                (("budget", str(budget)), ("heldInSubtree", str(held))),
+            ))
+    for key, budget in declaration.budgets.items():
         reserved = state.reserved_for(root, key)
         carved = state.charged_to(root, key)
         if reserved + carved > budget:

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 from cozyrender.keys import BudgetKey
 
-from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, tenant_charge
+from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, caps_class, tenant_charge
 from .index import BudgetState, covered, key_order
 from .model import (
     Declaration,
@@ -112,7 +112,9 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
     growing class: devices reserved in the pool for the classes the key
     covers (this workload at its new size) plus the charges of carving
     tenants must stay within the declared value. No pool root, or no key
-    covering the class: no budget applies.
+    covering the class: no budget applies. Then the hierarchical rule
+    (`_check_ancestors`): every pool root above, with a key covering a
+    growing class, must still hold the devices reserved in its subtree.
     """
     old = state.workloads.get(new.identity)
     grown = growth(new, old)
@@ -122,6 +124,15 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
     root = state.budget_root(new.namespace)
     if root is None:
         return answer.decision()
+    _check_pool(state, new, old, grown, root, answer)
+    _check_ancestors(state, new, old, grown, root, answer)
+    return answer.decision()
+
+
+def _check_pool(state: BudgetState, new: Workload, old: Workload | None, grown: dict[str, int], root: str,
+                answer: _Answer) -> None:
+    """The write's own pool: reservations plus carving tenants' charges
+    within each key of its root covering a growing class."""
     declaration = state.declarations[root]
     for key in sorted(declaration.budgets, key=key_order):
         growing = {c for c in grown if key.covers(c)}
@@ -139,7 +150,46 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
                 f"requested {requested}, reserved {reserved}, carved out {carved}, budget {budget} "
                 f"({requested + reserved + carved} > {budget}){declaration.unusable_note(key)}",
             ))
-    return answer.decision()
+
+
+def _check_ancestors(state: BudgetState, new: Workload, old: Workload | None, grown: dict[str, int], root: str,
+                     answer: _Answer) -> None:
+    """The hierarchical rule (issue 19 item 5b, as HNC's hierarchical
+    quotas): for every pool root above the write's own, through the chain
+    of tenants capping the classes (a class a tenant on the way does not cap
+    escaped every budget above it, by design), the devices physically
+    reserved in that root's subtree, counted with the write, must stay
+    within each of its keys covering a class that grows. The write's own
+    pool needs no such check: its charges are never less than what is
+    reserved below it. O(depth): the subtree figures are indexed."""
+    before = old.reservations if old is not None else {}
+    passing = set(new.reservations) | set(before)  # the write's classes still counted at this level
+    current = root
+    while True:
+        declaration = state.declarations[current]
+        passing = {c for c in passing if caps_class(declaration, c)}
+        parent = parent_namespace(current)
+        if not passing.intersection(grown) or parent is None:
+            return
+        current = state.budget_root(parent)
+        if current is None:
+            return
+        above = state.declarations[current]
+        for key in sorted(above.budgets, key=key_order):
+            classes = {c for c in passing if key.covers(c)}
+            if not classes.intersection(grown):
+                continue
+            budget = above.budgets[key]
+            requested = sum(new.reservations.get(c, 0) for c in classes)
+            held = state.held_in_subtree(current, key) - sum(before.get(c, 0) for c in classes)
+            if requested + held > budget:
+                answer.reasons.append(Reason(
+                    _growth_field(new, old, classes.intersection(grown)),
+                    f"Forbidden: exceeded GPU budget {key.key!r} of tenant {above.created_in}/{above.tenant} "
+                    f"(pool {current}), counting every device reserved in its subtree: requested {requested}, "
+                    f"reserved in the subtree {held}, budget {budget} ({requested + held} > {budget})"
+                    f"{above.unusable_note(key)}",
+                ))
 
 
 def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:

@@ -53,7 +53,7 @@ from .model import (
     parse_declaration,
     parse_workload,
 )
-from .charges import ALL_CLASSES, NO_CHARGE, Charge, budget_charge, caps, tenant_charge
+from .charges import ALL_CLASSES, NO_CHARGE, Charge, budget_charge, caps, physical_charge, tenant_charge
 from .tree import ROOT_NAMESPACE, ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from .usage import usage_under
 
@@ -82,6 +82,11 @@ class BudgetState:
     - `charges`: budget pool root -> the summed Charge of its carving tenants
     - `tenant_charges`: carving tenant's namespace -> its own Charge
       (`tenant_charge`: never less than what its pool holds)
+    - `physical_below`: budget pool root -> class -> devices reserved in the
+      subtrees of its carving tenants that count towards its keys (each
+      subtree in the classes it caps, recursively: the hierarchical rule)
+    - `tenant_physical`: carving tenant's namespace -> class -> what its
+      subtree holds towards the keys above it (`physical_charge`)
     - `ordinary_charges`: ordinary pool root -> quota key -> charges of carving tenants
     - `ordinary_charge`: carving tenant's namespace -> quota key -> its charge:
       its declared value, or what its own pool already holds (usage plus its
@@ -115,6 +120,8 @@ class BudgetState:
     pool_reserved: dict[str, dict[str, int]] = field(default_factory=dict)
     charges: dict[str, Charge] = field(default_factory=dict)
     tenant_charges: dict[str, Charge] = field(default_factory=dict)
+    physical_below: dict[str, dict[str, int]] = field(default_factory=dict)
+    tenant_physical: dict[str, dict[str, int]] = field(default_factory=dict)
     ordinary_charges: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     pool_usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
     usage: dict[str, dict[str, Fraction]] = field(default_factory=dict)
@@ -158,6 +165,12 @@ class BudgetState:
     def charged_to(self, root: str, key: BudgetKey) -> int:
         return self.charges.get(root, NO_CHARGE).for_key(key)
 
+    def held_in_subtree(self, root: str, key: BudgetKey) -> int:
+        """Devices physically reserved in `root`'s subtree for the classes
+        `key` covers: its pool's, and its carving tenants' subtrees' in the
+        classes they cap (the hierarchical rule)."""
+        return covered(self.pool_reserved.get(root, {}), key) + covered(self.physical_below.get(root, {}), key)
+
     # -- subtrees -----------------------------------------------------------
 
     def subtree_contribution(self, namespace: str, root: str | None, ordinary: bool) -> Contribution:
@@ -181,7 +194,7 @@ class BudgetState:
         if ordinary:
             contribution.usage, contribution.ordinary_charges = ordinary_figures(self, members, boundary)
         else:
-            contribution.reserved, contribution.charges = budget_figures(self, members, boundary)
+            contribution.reserved, contribution.charges, _ = budget_figures(self, members, boundary)
         return contribution
 
     def _add_charge(self, contribution: Contribution, declaration: Declaration, ordinary: bool) -> None:
@@ -297,16 +310,21 @@ def region(state: BudgetState, top: str, ordinary: bool) -> tuple[list[str], lis
     return members, boundary
 
 
-def budget_figures(state: BudgetState, members: Iterable[str], boundary: Iterable[str]) -> tuple[dict[str, int], Charge]:
+def budget_figures(
+    state: BudgetState, members: Iterable[str], boundary: Iterable[str]
+) -> tuple[dict[str, int], Charge, dict[str, int]]:
     """What a region adds to the budget pool it is in: its namespaces'
-    reservations per class, and the charges of the carving tenants below it."""
+    reservations per class, the charges of the carving tenants below it,
+    and what their subtrees physically hold towards its keys."""
     reserved: dict[str, int] = {}
     for namespace in members:
         add_counts(reserved, state.reserved.get(namespace, {}))
     charges = Charge()
+    physical: dict[str, int] = {}
     for namespace in boundary:
         charges.add(state.tenant_charges.get(namespace, NO_CHARGE))
-    return reserved, charges
+        add_counts(physical, state.tenant_physical.get(namespace, {}))
+    return reserved, charges, physical
 
 
 def ordinary_figures(
@@ -325,35 +343,43 @@ def ordinary_figures(
 
 def set_budget_pool(state: BudgetState, root: str) -> None:
     """(Re)compute budget pool root `root`'s figures from its region:
-    `pool_reserved[root]` and `charges[root]`."""
-    reserved, charges = budget_figures(state, *region(state, root, ordinary=False))
-    if reserved:
-        state.pool_reserved[root] = reserved
-    else:
-        state.pool_reserved.pop(root, None)
+    `pool_reserved[root]`, `charges[root]` and `physical_below[root]`."""
+    reserved, charges, physical = budget_figures(state, *region(state, root, ordinary=False))
+    for outer, figures in ((state.pool_reserved, reserved), (state.physical_below, physical)):
+        if figures:
+            outer[root] = figures
+        else:
+            outer.pop(root, None)
     state.charges.pop(root, None)
     add_charge_to(state.charges, root, charges)
 
 
 def update_budget_charge(state: BudgetState, namespace: str) -> str | None:
     """(Re)compute the charge of `namespace`'s tenant to the budget pool root
-    above it (`tenant_charge`; none when it is not a carving tenant) and
-    move the difference into that root's `charges`. Returns that root when
-    its figures changed (the next step of a cascade), else None."""
+    above it (`tenant_charge`; none when it is not a carving tenant), and
+    what its subtree physically holds towards it (`physical_charge`), and
+    move the differences into that root's `charges` and `physical_below`.
+    Returns that root when its figures changed (the next step of a
+    cascade), else None."""
     declaration = state.declarations.get(namespace)
     parent = parent_namespace(namespace)
-    new = None
+    new = new_held = None
     if declaration is not None and declaration.budgets and parent is not None:
-        new = tenant_charge(declaration, state.pool_reserved.get(namespace, {}), state.charges.get(namespace, NO_CHARGE))
-    old = state.tenant_charges.get(namespace)
-    if new is None and old is None:
-        return None
-    if new is not None and old is not None and new == old:
+        reserved = state.pool_reserved.get(namespace, {})
+        new = tenant_charge(declaration, reserved, state.charges.get(namespace, NO_CHARGE))
+        new_held = physical_charge(declaration, reserved, state.physical_below.get(namespace, {}))
+    old, old_held = state.tenant_charges.get(namespace), state.tenant_physical.get(namespace)
+    charge_same = (new is None and old is None) or (new is not None and old is not None and new == old)
+    if charge_same and (new_held or None) == old_held:
         return None
     if new is None:
-        del state.tenant_charges[namespace]
+        state.tenant_charges.pop(namespace, None)
     else:
         state.tenant_charges[namespace] = new
+    if new_held:
+        state.tenant_physical[namespace] = new_held
+    else:
+        state.tenant_physical.pop(namespace, None)
     root = state.budget_root(parent) if parent is not None else None
     if root is None:
         return None
@@ -361,6 +387,8 @@ def update_budget_charge(state: BudgetState, namespace: str) -> str | None:
         add_charge_to(state.charges, root, old, -1)
     if new is not None:
         add_charge_to(state.charges, root, new)
+    add_to(state.physical_below, root, old_held or {}, -1)
+    add_to(state.physical_below, root, new_held or {})
     return root
 
 

@@ -233,10 +233,12 @@ class LiveIndex:
             if old is not None and old.is_budget_root:
                 state.pool_reserved.pop(namespace, None)
                 state.charges.pop(namespace, None)
+                state.physical_below.pop(namespace, None)
             elif budget_above is not None:
-                reserved, charges = ix.budget_figures(state, *ix.region(state, namespace, ordinary=False))
+                reserved, charges, physical = ix.budget_figures(state, *ix.region(state, namespace, ordinary=False))
                 ix.add_to(state.pool_reserved, budget_above, reserved, -1)
                 ix.add_charge_to(state.charges, budget_above, charges, -1)
+                ix.add_to(state.physical_below, budget_above, physical, -1)
         if ordinary_changed:
             if old is not None and old.is_ordinary_root:
                 state.pool_usage.pop(namespace, None)
@@ -256,9 +258,10 @@ class LiveIndex:
             if new is not None and new.is_budget_root:
                 ix.set_budget_pool(state, namespace)
             elif budget_above is not None:
-                reserved, charges = ix.budget_figures(state, *ix.region(state, namespace, ordinary=False))
+                reserved, charges, physical = ix.budget_figures(state, *ix.region(state, namespace, ordinary=False))
                 ix.add_to(state.pool_reserved, budget_above, reserved)
                 ix.add_charge_to(state.charges, budget_above, charges)
+                ix.add_to(state.physical_below, budget_above, physical)
             ix.cascade_budget(state, budget_above)
         if ordinary_changed:
             if new is not None and new.is_ordinary_root:
