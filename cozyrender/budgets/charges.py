@@ -8,7 +8,8 @@ it may hold of that class and what its own pool already holds; see
 its subtree physically holds in the classes it caps (`physical_charge`),
 which the hierarchical rule counts for every ancestor.
 
-Pure functions, no I/O.
+Pure functions, no I/O. Depends on `model` (the declarations it charges),
+never the other way round.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from collections.abc import Mapping
 
 from cozyrender.keys import BudgetKey
 
-from .model import Declaration
-
-ALL_CLASSES = BudgetKey(None)
+from .model import ALL_CLASSES, Declaration
 
 
 class Charge:

@@ -45,6 +45,9 @@ from .usage import usage_key
 # tenant namespace (`tenant-a-b`), so a name may not hold one.
 TENANT_NAME = re.compile(r"[a-z][a-z0-9]*\Z")
 
+# The all-classes budget key (`gpuclass.cozystack.io/devices`).
+ALL_CLASSES = BudgetKey(None)
+
 APPS_GROUP = "apps.cozystack.io"
 TENANT = "Tenant"
 VM_INSTANCE = "VMInstance"
@@ -142,8 +145,6 @@ def parse_declaration(tenant: Mapping) -> Declaration:
     (`unusable`). A name outside Cozystack's grammar, and numbers past their
     bounds (`bounds`), are ShapeErrors: bad input, not a declaration."""
     from cozyrender.entitlement import flag_value
-
-    from .charges import ALL_CLASSES
 
     created_in, name = metadata_name_namespace(tenant)
     if not TENANT_NAME.match(name):
