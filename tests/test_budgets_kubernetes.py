@@ -9,7 +9,7 @@ integers, `gpus` a list (the class entries are this project's)."""
 from __future__ import annotations
 
 import pytest
-from test_budgets_builders import classes, kubernetes, node_group, nodes, run_check_json, tenant, vm
+from test_budgets_builders import classes, kubernetes, node_group, nodes, run_check, run_check_json, tenant, vm
 
 from cozyrender.budgets import BudgetInputError, audit, check_write, growth, index_state, parse_workload
 
@@ -128,3 +128,18 @@ def test_class_and_device_name_rules_name_the_groups_field(tmp_path):
     assert (code, answer["allowed"]) == (0, True)
     code, answer = run_check_json(tmp_path, state, cluster({"md0": node_group([{"class": "a100", "count": 3}], max_replicas=3)}))
     assert code == 1 and answer["reasons"][0]["field"] == "spec.nodeGroups.md0.gpus[0].count"
+
+
+def test_a_string_count_or_replica_number_is_refused_as_the_schema_does(tmp_path):
+    """Issue 19 item 4, for node groups and through the command: `count: "2"`
+    is bad input naming the field, in the state and in the write."""
+    state = [*classes(), tenant("a", quotas={A100: 8})]
+    for write, field in (
+        (cluster({"md0": node_group([{"class": "a100", "count": "2"}])}), "spec.nodeGroups.md0.gpus[0].count"),
+        (cluster({"md0": node_group([{"class": "a100"}], max_replicas="2")}), "spec.nodeGroups.md0.maxReplicas"),
+        (vm("tenant-a", "v", [{"class": "a100", "count": "2"}]), "spec.gpus[0].count"),
+        (nodes("tenant-a", "p", [{"class": "a100"}], max_replicas="2"), "spec.maxReplicas"),
+    ):
+        for result in (run_check(tmp_path, state, write), run_check(tmp_path, state + [write])):
+            assert result.exit_code == 2, result.output
+            assert f"{field} is not an integer" in result.output
