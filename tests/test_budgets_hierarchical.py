@@ -98,7 +98,7 @@ def test_the_audit_reports_an_over_held_subtree(tmp_path):
         ("error", "tenant-a", 'spec.resourceQuotas["gpuclass.cozystack.io/devices"]',
          {"budget": "1", "heldInSubtree": "2"})]
     assert held[0].message == (
-        "the subtree of tenant tenant-root/a holds more devices than its GPU budget 'gpuclass.cozystack.io/devices': "
+        "the subtree of Tenant tenant-root/a holds more devices than its GPU budget 'gpuclass.cozystack.io/devices': "
         "2 reserved in tenant-a and the sub-pools it caps > budget 1; no growth below it is admitted until it fits")
     code, findings = run_check_json(tmp_path, objects)
     assert code == 1 and "over-held" in [f["kind"] for f in findings]

@@ -68,6 +68,26 @@ class _Answer:
         return Decision(tuple(self.reasons), tuple(self.warnings))
 
 
+def carvers_note(state: BudgetState, root: str, key: BudgetKey | str, ordinary: bool = False,
+                 leaving: str | None = None) -> str:
+    """"; carved out by Tenant tenant-a/b 2, ..." for a message whose
+    "carved out" figure is not zero (issue 19 item 10): the children holding
+    it (the tenant of namespace `leaving`, and its subtree, left out: the
+    figure excludes them). Empty when none does."""
+    from .tree import is_within
+
+    found = [
+        (declaration, charge) for declaration, charge in state.carving_tenants(root, key, ordinary)
+        if leaving is None or not is_within(declaration.namespace, leaving)
+    ]
+    if not found:
+        return ""
+    shown = [f"{declaration.ref} {format_amount(key, charge) if ordinary else charge}"  # type: ignore[arg-type]
+             for declaration, charge in found[:5]]
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return f"; carved out by {', '.join(shown)}{more}"
+
+
 def growth(new: Workload, old: Workload | None) -> dict[str, int]:
     """Per class, how many more devices the write reserves than the object
     it replaces (classes that do not grow are left out)."""
@@ -148,7 +168,8 @@ def _check_pool(state: BudgetState, new: Workload, old: Workload | None, grown: 
                 _growth_field(new, old, growing),
                 f"Forbidden: exceeded GPU budget {key.key!r} of pool {root}: "
                 f"requested {requested}, reserved {reserved}, carved out {carved}, budget {budget} "
-                f"({requested + reserved + carved} > {budget}){declaration.unusable_note(key)}",
+                f"({requested + reserved + carved} > {budget}){declaration.unusable_note(key)}"
+                f"{carvers_note(state, root, key) if carved else ''}",
             ))
 
 
@@ -261,7 +282,8 @@ def _gate_own_pool(
             answer.reasons.append(Reason(
                 quota_field(key.key),
                 f"Forbidden: below what the tenant's own pool already holds of {key.key!r}: "
-                f"requested {child.budgets[key]}, reserved {held}, carved out {carved}",
+                f"requested {child.budgets[key]}, reserved {held}, carved out {carved}"
+                f"{carvers_note(state, child.namespace, key) if carved else ''}",
             ))
 
 
@@ -315,7 +337,8 @@ def _gate_own_usage(state: BudgetState, child: Declaration, before: Declaration 
             answer.reasons.append(Reason(
                 quota_field(child.declared_as[key]),
                 f"Forbidden: below what the tenant's own subtree already uses of {child.declared_as[key]!r}: "
-                f"requested {format_amount(key, value)}, used and carved out {format_amount(key, held[key])} ({key})",
+                f"requested {format_amount(key, value)}, used and carved out {format_amount(key, held[key])} ({key})"
+                f"{carvers_note(state, child.namespace, key, ordinary=True)}",
             ))
     return held
 
@@ -347,7 +370,8 @@ def _gate_budget_keys(
                 f"Forbidden: exceeds what pool {root} has left of {target.key!r}: "
                 f"requested {charged}{_charge_note(child, target, charged)}, budget {limits[target]}, "
                 f"carved out {others}, reserved {used} (available {max(available, 0)})"
-                f"{state.declarations[root].unusable_note(target)}",
+                f"{state.declarations[root].unusable_note(target)}"
+                f"{carvers_note(state, root, target, leaving=child.namespace) if others else ''}",
             ))
 
 
@@ -401,7 +425,8 @@ def _gate_ordinary_keys(
                 f"requested {format_amount(key, child.ordinary[key])}{note}, budget {format_amount(key, limits[key])}, "
                 f"carved out {format_amount(key, others)}, used {format_amount(key, used)} ({key}) "
                 f"(available {format_amount(key, max(available, Fraction(0)))})"
-                f"{state.declarations[root].unusable_note(key)}",
+                f"{state.declarations[root].unusable_note(key)}"
+                f"{carvers_note(state, root, key, ordinary=True, leaving=child.namespace) if others else ''}",
             ))
 
 
@@ -435,7 +460,8 @@ def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, pa
                         f"Forbidden: declaring no quotas returns the tenant's pool to pool {root}, which it "
                         f"would take over its GPU budget {key.key!r}: rejoining {rejoining} (reserved and "
                         f"carved out below), budget {limits[key]}, reserved {used}, carved out {others} "
-                        f"({used + others + rejoining} > {limits[key]})",
+                        f"({used + others + rejoining} > {limits[key]})"
+                        f"{carvers_note(state, root, key, leaving=child.namespace) if others else ''}",
                     ))
     if before.is_ordinary_root and not child.is_ordinary_root:
         root = state.ordinary_root(parent)
@@ -460,7 +486,8 @@ def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, pa
                         f"{format_amount(key, rejoining[key])} ({key}, used and carved out below), "
                         f"budget {format_amount(key, limits[key])}, used {format_amount(key, used)}, "
                         f"carved out {format_amount(key, others)} "
-                        f"({format_amount(key, used + others + rejoining[key])} > {format_amount(key, limits[key])})",
+                        f"({format_amount(key, used + others + rejoining[key])} > {format_amount(key, limits[key])})"
+                        f"{carvers_note(state, root, key, ordinary=True, leaving=child.namespace) if others else ''}",
                     ))
 
 

@@ -171,6 +171,20 @@ class BudgetState:
         classes they cap (the hierarchical rule)."""
         return covered(self.pool_reserved.get(root, {}), key) + covered(self.physical_below.get(root, {}), key)
 
+    def carving_tenants(self, root: str, key: BudgetKey | str, ordinary: bool = False) -> list[tuple[Declaration, object]]:
+        """The carving tenants charged to `root` for `key` (a budget key, or
+        with `ordinary` a quota key), with their charges, by namespace: who
+        holds what the messages call "carved out". Walks `root`'s pool."""
+        found = []
+        for namespace in sorted(region(self, root, ordinary)[1]):
+            if ordinary:
+                charge = self.ordinary_charge.get(namespace, {}).get(key, Fraction(0))  # type: ignore[call-overload]
+            else:
+                charge = self.tenant_charges.get(namespace, NO_CHARGE).for_key(key)  # type: ignore[arg-type]
+            if charge:
+                found.append((self.declarations[namespace], charge))
+        return found
+
     # -- subtrees -----------------------------------------------------------
 
     def subtree_contribution(self, namespace: str, root: str | None, ordinary: bool) -> Contribution:

@@ -125,6 +125,12 @@ class Declaration:
     def is_ordinary_root(self) -> bool:
         return any(not declared_in_budget_domain(key) for key in self.declared_keys)
 
+    @property
+    def ref(self) -> str:
+        """The Tenant object declaring this, as messages name it: kind, the
+        namespace it is created in, its name."""
+        return f"Tenant {self.created_in}/{self.tenant}"
+
     def unusable_note(self, key: object) -> str:
         """For a message about `key` (a BudgetKey or a quota key): why its
         value is counted as 0, when it is."""
