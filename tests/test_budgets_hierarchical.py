@@ -34,7 +34,7 @@ def test_the_attackers_sequence_is_refused():
     [reason] = decision.reasons
     assert reason.field == "spec.gpus[0].count"
     assert reason.message == (
-        "Forbidden: exceeded GPU budget 'gpuclass.cozystack.io/devices' of tenant tenant-root/a (pool tenant-a), "
+        "Forbidden: exceeded GPU budget 'gpuclass.cozystack.io/devices' of Tenant tenant-root/a (pool tenant-a), "
         "counting every device reserved in its subtree: requested 1, reserved in the subtree 2, budget 1 (3 > 1)")
     # The same answer from the live index, and through the command.
     live = LiveIndex(objects)
@@ -63,7 +63,7 @@ def test_every_ancestor_up_the_chain_is_counted_for_every_kind():
         decision = check_write(state, write)
         # c fits its own key, b's subtree would hold 2 of 2, a's 3 of 2.
         assert [r.message.split(",")[0] for r in decision.reasons] == [
-            "Forbidden: exceeded GPU budget 'a100.gpuclass.cozystack.io/devices' of tenant tenant-root/a (pool tenant-a)"]
+            "Forbidden: exceeded GPU budget 'a100.gpuclass.cozystack.io/devices' of Tenant tenant-root/a (pool tenant-a)"]
     # h100 is capped by c's all-classes key but by no key of a or b: their subtrees do not count it.
     assert check_write(state, vm("tenant-a-b-c", "x", [{"class": "h100", "count": 2}])).allowed
 
@@ -102,3 +102,21 @@ def test_the_audit_reports_an_over_held_subtree(tmp_path):
         "2 reserved in tenant-a and the sub-pools it caps > budget 1; no growth below it is admitted until it fits")
     code, findings = run_check_json(tmp_path, objects)
     assert code == 1 and "over-held" in [f["kind"] for f in findings]
+
+
+def test_a_tenant_write_making_an_escaped_subtree_count_is_checked_too():
+    """`b` declared only cpu, so its 3 A100s escaped `a`'s and the root's
+    budgets; the root is then lowered to 1. `b` declaring an A100 key fits
+    `a`'s pool (the charge gate), but would make its 3 devices count in the
+    root's subtree against a budget of 1: refused, naming b's key."""
+    objects = [*classes(), tenant("root", quotas={ALL: 1}), tenant("a", quotas={ALL: 5}),
+               tenant("b", "tenant-a", quotas={"cpu": 1}), vm("tenant-a-b", "v", [{"class": "a100", "count": 3}])]
+    state = index_state(objects)
+    decision = check_write(state, tenant("b", "tenant-a", quotas={"cpu": 1, A100: 3}))
+    assert [(r.field, r.message.split(",")[0]) for r in decision.reasons] == [
+        (f'spec.resourceQuotas["{A100}"]',
+         "Forbidden: exceeded GPU budget 'gpuclass.cozystack.io/devices' of Tenant tenant-root/root (pool tenant-root)")]
+    # Dropping its keys returns its pool to a's, and so to the root's subtree: refused as well.
+    assert not check_write(state, tenant("b", "tenant-a", quotas={})).allowed
+    # Capping only another class keeps the A100s out of every count above: admitted.
+    assert check_write(state, tenant("b", "tenant-a", quotas={"cpu": 1, H100: 3})).allowed

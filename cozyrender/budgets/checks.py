@@ -17,8 +17,8 @@ from fractions import Fraction
 
 from cozyrender.keys import BudgetKey
 
-from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, caps_class, tenant_charge
-from .index import BudgetState, covered, key_order
+from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, caps_class, physical_charge, tenant_charge
+from .index import BudgetState, add_counts, budget_figures, covered, key_order, region
 from .model import (
     Declaration,
     Workload,
@@ -176,15 +176,25 @@ def _check_pool(state: BudgetState, new: Workload, old: Workload | None, grown: 
 def _check_ancestors(state: BudgetState, new: Workload, old: Workload | None, grown: dict[str, int], root: str,
                      answer: _Answer) -> None:
     """The hierarchical rule (issue 19 item 5b, as HNC's hierarchical
-    quotas): for every pool root above the write's own, through the chain
-    of tenants capping the classes (a class a tenant on the way does not cap
-    escaped every budget above it, by design), the devices physically
-    reserved in that root's subtree, counted with the write, must stay
-    within each of its keys covering a class that grows. The write's own
-    pool needs no such check: its charges are never less than what is
-    reserved below it. O(depth): the subtree figures are indexed."""
-    before = old.reservations if old is not None else {}
-    passing = set(new.reservations) | set(before)  # the write's classes still counted at this level
+    quotas) for a workload write in `root`'s pool (see `_hierarchical`)."""
+    _hierarchical(state, root, old.reservations if old is not None else {}, new.reservations,
+                  lambda classes: _growth_field(new, old, classes), answer)
+
+
+def _hierarchical(state: BudgetState, root: str, before: Mapping[str, int], after: Mapping[str, int],
+                  field_of, answer: _Answer) -> None:
+    """The hierarchical rule (issue 19 item 5b, as HNC's hierarchical
+    quotas): a write changing what `root`'s pool holds, per class, from
+    `before` to `after` must fit, for every pool root above `root` reached
+    through the chain of tenants capping the classes (a class a tenant on
+    the way does not cap escaped every budget above it, by design), the
+    devices physically reserved in that root's subtree, counted with the
+    write, for each of its keys covering a class that grows. `root` itself
+    needs no such check: its charges are never less than what is reserved
+    below it. O(depth): the subtree figures are indexed. `field_of(classes)`
+    names the field that grew for those classes."""
+    grown = {c for c, count in after.items() if count > before.get(c, 0)}
+    passing = set(after) | set(before)  # the write's classes still counted at this level
     current = root
     while True:
         declaration = state.declarations[current]
@@ -201,16 +211,48 @@ def _check_ancestors(state: BudgetState, new: Workload, old: Workload | None, gr
             if not classes.intersection(grown):
                 continue
             budget = above.budgets[key]
-            requested = sum(new.reservations.get(c, 0) for c in classes)
+            requested = sum(after.get(c, 0) for c in classes)
             held = state.held_in_subtree(current, key) - sum(before.get(c, 0) for c in classes)
             if requested + held > budget:
                 answer.reasons.append(Reason(
-                    _growth_field(new, old, classes.intersection(grown)),
-                    f"Forbidden: exceeded GPU budget {key.key!r} of tenant {above.created_in}/{above.tenant} "
+                    field_of(classes.intersection(grown)),
+                    f"Forbidden: exceeded GPU budget {key.key!r} of {above.ref} "
                     f"(pool {current}), counting every device reserved in its subtree: requested {requested}, "
                     f"reserved in the subtree {held}, budget {budget} ({requested + held} > {budget})"
                     f"{above.unusable_note(key)}",
                 ))
+
+
+def _gate_hierarchical(state: BudgetState, child: Declaration, before: Declaration | None, parent: str,
+                       answer: _Answer) -> None:
+    """The hierarchical rule for a Tenant write: what the tenant's subtree
+    counts towards the pool above it (everything, while it is no pool root
+    of its own; the classes it caps, once it is) may change with its keys,
+    a sub-tenant that escaped starting to count among them. That change must
+    fit every pool root above as a workload's growth must (the pool root
+    right above is the charge gate's)."""
+    root = state.budget_root(parent)
+    if root is None:
+        return
+    reserved, _, below = budget_figures(state, *region(state, child.namespace, ordinary=False))
+    everything = dict(reserved)
+    add_counts(everything, below)
+    if before is not None and before.is_budget_root:
+        was = state.tenant_physical.get(child.namespace, {})
+    else:
+        was = everything
+    will = physical_charge(child, reserved, below) if child.is_budget_root else everything
+    if not any(count > was.get(c, 0) for c, count in will.items()):
+        return
+
+    def field_of(classes: set[str]) -> str:
+        for key in sorted(child.budgets, key=key_order):
+            if any(key.covers(c) for c in classes):
+                return quota_field(key.key)
+        return "spec.resourceQuotas"
+
+    # `will` is what reaches `root`'s pool: pass it through as held there.
+    _hierarchical(state, root, was, will, field_of, answer)
 
 
 def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
@@ -256,6 +298,7 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
         return answer.decision()  # the root tenant: no pool above it
     if child.budgets:
         _gate_budget_keys(state, child, before, parent, answer)
+    _gate_hierarchical(state, child, before, parent, answer)
     if child.ordinary:
         _gate_ordinary_keys(state, child, parent, held, answer)
     if before is not None:
