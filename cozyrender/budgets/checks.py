@@ -234,7 +234,11 @@ def _gate_hierarchical(state: BudgetState, child: Declaration, before: Declarati
     root = state.budget_root(parent)
     if root is None:
         return
-    reserved, _, below = budget_figures(state, *region(state, child.namespace, ordinary=False))
+    if before is not None and before.is_budget_root:  # its pool's figures are indexed
+        reserved = state.pool_reserved.get(child.namespace, {})
+        below = state.physical_below.get(child.namespace, {})
+    else:
+        reserved, _, below = budget_figures(state, *region(state, child.namespace, ordinary=False))
     everything = dict(reserved)
     add_counts(everything, below)
     if before is not None and before.is_budget_root:

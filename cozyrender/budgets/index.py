@@ -576,11 +576,13 @@ def object_identity(obj: Mapping) -> tuple | None:
     return identity_of(obj, identity_group(obj))
 
 
-def classify(obj: Mapping) -> Indexed | None:
+def classify(obj: Mapping, identity: tuple | None = None) -> Indexed | None:
     """Read one object as the index does (None for a kind it ignores):
     ShapeError for an object the rules cannot read. Pure: nothing else is
-    consulted, so reading an object again gives the same answer."""
-    identity = object_identity(obj)
+    consulted, so reading an object again gives the same answer.
+    (`identity`: the object's `object_identity`, when already read.)"""
+    if identity is None:
+        identity = object_identity(obj)
     if identity is None:
         return None
     group, kind, _, name = identity
@@ -667,7 +669,12 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         identity = object_identity(obj)
         if identity is None or not copies.is_new(obj, identity):
             continue
-        entry = classify(obj)
+        group, kind, namespace, _ = identity
+        if kind == "Pod" and group == "" and namespace and not is_malformed_tenant_namespace(namespace):
+            # Two thirds of a state: what `classify` gives for it, without building the entry.
+            state.pods.setdefault(namespace, []).append(obj)
+            continue
+        entry = classify(obj, identity)
         if entry.malformed:
             add_malformed(state, entry)
         what = entry.what
