@@ -28,6 +28,10 @@ pool (`index`: one implementation of the arithmetic):
 An object the rules cannot read raises the ShapeError `index_state` would
 raise for the resulting objects (the caller decides what to do), and then
 changes nothing: everything that can fail is read before anything changes.
+
+`state` is the live object, changed in place by each event: the caller runs
+events and checks one at a time (one event loop, or a lock), never a check
+during an event.
 """
 
 from __future__ import annotations
