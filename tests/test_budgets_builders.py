@@ -102,3 +102,19 @@ def run_check_json(tmp_path: Path, state: list[dict], write: dict | None = None,
     result = run_check(tmp_path, state, write, "-o", "json", *extra)
     assert result.exit_code in (0, 1), result.output
     return result.exit_code, json.loads(result.output)
+
+
+def kubernetes(namespace: str, name: str, groups: dict, **spec) -> dict:
+    """A Kubernetes cluster (apps.cozystack.io) with `groups`: node group name
+    -> its fields (`gpus`, `minReplicas`, `maxReplicas`...)."""
+    body = dict(spec, nodeGroups=groups)
+    return {"apiVersion": APPS, "kind": "Kubernetes", "metadata": {"name": name, "namespace": namespace}, "spec": body}
+
+
+def node_group(gpus: list | None = None, max_replicas: int | None = 1, **fields) -> dict:
+    group = dict(fields)
+    if gpus is not None:
+        group["gpus"] = gpus
+    if max_replicas is not None:
+        group["maxReplicas"] = max_replicas
+    return group

@@ -5,6 +5,8 @@
   lowering a child's budget and then growing the parent's pool, children
   declaring only the all-classes key, device-plugin names; only a pool whose
   own value was lowered may hold more than that value (issue 11);
+- the hierarchical rule (issue 19 item 5b): no admitted write raises what a pool root's subtree physically holds (sub-pools counted in
+  the classes they cap) past any of its budgets, lowered or not;
 - a workload write with no growth is always admitted;
 - a Tenant write that stops a tenant being a pool root (dropping all its
   keys, or all its ordinary keys) never breaks the invariant either;
@@ -20,7 +22,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from test_budgets_builders import gpuclass, nodes, pod, tenant, vm
+from test_budgets_builders import gpuclass, kubernetes, node_group, nodes, pod, tenant, vm
 
 from cozyrender.budgets import BudgetInputError, audit, check_write, index_state, parse_declaration, parse_workload
 from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, parent_namespace
@@ -38,6 +40,9 @@ class_entries = st.fixed_dictionaries({"class": st.sampled_from(CLASSES), "count
 raw_entries = st.fixed_dictionaries({"name": st.sampled_from(["nvidia.com/a100", "vendor.example/fpga"]),
                                      "count": st.integers(0, 50)})
 gpus = st.lists(st.one_of(class_entries, class_entries, class_entries, raw_entries), min_size=1, max_size=2)
+# A Kubernetes cluster's node groups: each a worker pool of its own.
+node_groups = st.dictionaries(st.sampled_from(["md0", "md1"]),
+                              st.builds(node_group, gpus, st.integers(0, 3)), min_size=1, max_size=2)
 
 
 def namespace_of(path: tuple[str, ...]) -> str:
@@ -61,6 +66,7 @@ writes = st.one_of(
     st.tuples(st.just("drop"), tenant_paths, st.booleans()),
     st.tuples(st.just("vm"), workload_paths, st.integers(0, 1), gpus),
     st.tuples(st.just("pool"), workload_paths, st.integers(0, 1), gpus, st.integers(0, 3)),
+    st.tuples(st.just("k8s"), workload_paths, st.integers(0, 1), node_groups),
     # The attacker lowering a child (then growing elsewhere): one key, to a smaller value.
     st.tuples(st.just("lower"), tenant_paths, st.sampled_from(BUDGET_KEYS + ("cpu",)), st.integers(0, 3)),
 )
@@ -98,11 +104,22 @@ def _materialize(write: tuple, objects: dict) -> dict:
     if write[0] == "vm":
         _, path, index, entries = write
         return vm(namespace_of(path), f"vm{index}", entries)
+    if write[0] == "k8s":
+        _, path, index, groups = write
+        return kubernetes(namespace_of(path), f"k{index}", groups)
     _, path, index, entries, replicas = write
     return nodes(namespace_of(path), f"pool{index}", entries, max_replicas=replicas)
 
 
-def naive_violations(objects: list[dict], lowered: set = frozenset()) -> list[str]:
+def naive_held(objects: list[dict]) -> dict[tuple[str, str], tuple[int, int]]:
+    """(pool root, budget key) -> (devices physically held in its subtree for
+    the classes the key covers, its value): `naive_violations`' holdings."""
+    held: dict[tuple[str, str], tuple[int, int]] = {}
+    naive_violations(objects, held=held)
+    return held
+
+
+def naive_violations(objects: list[dict], lowered: set = frozenset(), held: dict | None = None) -> list[str]:
     """Every (pool root, key) whose pool holds more devices of the classes
     the key covers than the key allows, counting every path below it: the
     pool's own reservations, and what each carving sub-pool holds of those
@@ -116,7 +133,7 @@ def naive_violations(objects: list[dict], lowered: set = frozenset()) -> list[st
         if obj["kind"] == "Tenant":
             declaration = parse_declaration(obj)
             declarations[declaration.namespace] = declaration
-    workloads = [parse_workload(obj) for obj in objects if obj["kind"] in ("VMInstance", "KubernetesNodes")]
+    workloads = [parse_workload(obj) for obj in objects if obj["kind"] in ("VMInstance", "KubernetesNodes", "Kubernetes")]
 
     def root_of(namespace):
         for candidate in ancestors(namespace):
@@ -153,11 +170,13 @@ def naive_violations(objects: list[dict], lowered: set = frozenset()) -> list[st
     violations = []
     for root, declaration in declarations.items():
         for key, budget in declaration.budgets.items():
+            holding = holds(root, None if key.gpu_class is None else {key.gpu_class})
+            if held is not None:
+                held[(root, key.key)] = (holding, budget)
             if (root, key.key) in lowered:
                 continue
-            held = holds(root, None if key.gpu_class is None else {key.gpu_class})
-            if held > budget:
-                violations.append(f"{root} {key.key}: holds {held} > {budget}")
+            if holding > budget:
+                violations.append(f"{root} {key.key}: holds {holding} > {budget}")
 
     def ordinary_root_of(namespace):
         for candidate in ancestors(namespace):
@@ -199,12 +218,30 @@ ALL = "gpuclass.cozystack.io/devices"
 @example([("tenant", ("a",), {ALL: 4}), ("tenant", ("a", "b"), {A100: 2}), ("tenant", ("a", "b", "a"), {ALL: 2}),
           ("vm", ("a", "b", "a"), 0, [{"class": "a100", "count": 2}]), ("vm", ("a",), 0, [{"class": "h100", "count": 2}]),
           ("vm", ("a", "b"), 1, [{"class": "a100", "count": 1}])])
+# Issue 19 item 5b: the parent lowers `a`, then grows `b`'s pool below it.
+@example([("tenant", ("a",), {ALL: 5}), ("vm", ("a",), 0, [{"class": "a100", "count": 2}]),
+          ("tenant", ("a", "b"), {A100: 1}), ("lower", ("a",), ALL, 1), ("vm", ("a", "b"), 0, [{"class": "a100", "count": 1}])])
+# The same through a Tenant write: an escaped subtree declaring a key under a lowered grandparent.
+@example([("tenant", (), {ALL: 5}), ("tenant", ("a",), {ALL: 5}), ("tenant", ("a", "b"), {"cpu": 1}),
+          ("vm", ("a", "b"), 0, [{"class": "a100", "count": 3}]), ("lower", (), ALL, 1),
+          ("tenant", ("a", "b"), {A100: 3})])
 def test_invariant_holds_after_every_admitted_write(sequence):
+    """The charge invariant for every pool never lowered, and the physical
+    one (the hierarchical rule) for every pool root, lowered or not: no
+    admitted write (a workload, or a Tenant making an escaped subtree count)
+    raises what a subtree holds past its budget."""
     objects: dict[tuple, dict] = {}
     lowered: set[tuple[str, str]] = set()
     for write in sequence:
         obj = _materialize(write, objects)
         decision = check_write(index_state(GPUCLASSES + list(objects.values())), obj)
+        if decision.allowed:
+            before = naive_held(list(objects.values()))
+            after = naive_held([*(o for k, o in objects.items() if k != _identity(obj)), obj])
+            assert [
+                (pair, before.get(pair, (0, 0))[0], held, budget) for pair, (held, budget) in after.items()
+                if held > budget and held > before.get(pair, (0, 0))[0]
+            ] == [], (obj, decision)
         if decision.allowed:
             old = objects.get(_identity(obj))
             if obj["kind"] == "Tenant" and old is not None:
@@ -225,15 +262,26 @@ random_state = st.lists(writes, max_size=14).map(
 @given(random_state, st.data())
 def test_a_write_with_no_growth_is_always_admitted(objects, data):
     # (device-plugin names are refused where classes or budgets apply, growth or not)
-    workloads = [o for o in objects if o["kind"] in ("VMInstance", "KubernetesNodes")
-                 and all("class" in entry for entry in o["spec"]["gpus"])]
+    def pools(obj):  # the spec or node groups holding gpus and maxReplicas
+        return list(obj["spec"]["nodeGroups"].values()) if obj["kind"] == "Kubernetes" else [obj["spec"]]
+
+    workloads = [o for o in objects if o["kind"] in ("VMInstance", "KubernetesNodes", "Kubernetes")
+                 and all("class" in entry for pool in pools(o) for entry in pool["gpus"])]
     if not workloads:
         return
     old = data.draw(st.sampled_from(workloads))
-    shrunk = [dict(entry, count=data.draw(st.integers(0, entry["count"]))) for entry in old["spec"]["gpus"]]
-    new = dict(old, spec=dict(old["spec"], gpus=data.draw(st.permutations(shrunk)), memory="8Gi"))
-    if old["kind"] == "KubernetesNodes":
-        new["spec"]["maxReplicas"] = data.draw(st.integers(0, old["spec"]["maxReplicas"]))
+
+    def shrink(pool: dict) -> dict:
+        shrunk = [dict(entry, count=data.draw(st.integers(0, entry["count"]))) for entry in pool["gpus"]]
+        new = dict(pool, gpus=data.draw(st.permutations(shrunk)), memory="8Gi")
+        if "maxReplicas" in pool:
+            new["maxReplicas"] = data.draw(st.integers(0, pool["maxReplicas"]))
+        return new
+
+    if old["kind"] == "Kubernetes":
+        new = dict(old, spec={"nodeGroups": {name: shrink(group) for name, group in old["spec"]["nodeGroups"].items()}})
+    else:
+        new = dict(old, spec=shrink(old["spec"]))
     assert check_write(index_state(GPUCLASSES + objects), new).allowed
 
 
@@ -293,8 +341,8 @@ def _poison(obj: dict, value: object, data) -> dict:
     elif obj["kind"] == "Pod":
         obj["spec"]["containers"][0]["resources"]["limits"]["cpu"] = value
     else:
-        spec = obj["spec"]
-        field = data.draw(st.sampled_from(["count", "maxReplicas"] if obj["kind"] == "KubernetesNodes" else ["count"]))
+        spec = obj["spec"] if obj["kind"] != "Kubernetes" else next(iter(obj["spec"]["nodeGroups"].values()))
+        field = data.draw(st.sampled_from(["count", "maxReplicas"] if obj["kind"] != "VMInstance" else ["count"]))
         if field == "count":
             spec["gpus"][0]["count"] = value
         else:
@@ -311,6 +359,8 @@ def test_a_hostile_number_anywhere_in_the_state_is_bad_input_in_any_order(object
     objects = objects + [pod("tenant-a", "p", {"cpu": "1"})]
     target = data.draw(st.sampled_from([o for o in objects if o["kind"] != "VMInstance" or o["spec"].get("gpus")]))
     if target["kind"] in ("VMInstance", "KubernetesNodes") and "count" not in target["spec"]["gpus"][0]:
+        return
+    if target["kind"] == "Kubernetes" and "count" not in next(iter(target["spec"]["nodeGroups"].values()))["gpus"][0]:
         return
     poisoned = [_poison(o, value, data) if o is target else o for o in objects]
     rnd.shuffle(poisoned)

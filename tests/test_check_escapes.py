@@ -217,11 +217,14 @@ HUGE = "9" * 5000
     ([tenant("a", quotas={"memory": "1Gi"}), pod("tenant-a", "p", {"memory": HUGE + "Gi"})],
      "Pod tenant-a/p: spec.containers[0].resources.limits.memory is too long"),
     ([tenant("a", quotas={"cpu": 4}), quota("tenant-a", "q", {"limits.cpu": "1e100"})], "status.used.limits.cpu"),
+    # A count or replica number is an integer (issue 19 item 4): a string of digits is refused as one.
     ([tenant("a", quotas={A100: 1}), vm("tenant-a", "v", [{"class": "a100", "count": HUGE}])],
+     "spec.gpus[0].count is not an integer"),
+    ([tenant("a", quotas={A100: 1}), vm("tenant-a", "v", [{"class": "a100", "count": 10**400}])],
      "spec.gpus[0].count is too large"),
     ([tenant("a", quotas={A100: 1}), vm("tenant-a", "v", [{"class": "a100", "count": 2**40}])],
      "spec.gpus[0].count is too large"),
-    ([tenant("a", quotas={A100: 1}), nodes("tenant-a", "p", [{"class": "a100"}], max_replicas="1" + "0" * 30)],
+    ([tenant("a", quotas={A100: 1}), nodes("tenant-a", "p", [{"class": "a100"}], max_replicas=10**30)],
      "spec.maxReplicas is too large"),
 ])
 def test_item8_a_hostile_number_anywhere_in_the_state_is_bad_input_naming_the_field(tmp_path, state, field):
@@ -233,7 +236,8 @@ def test_item8_a_hostile_number_anywhere_in_the_state_is_bad_input_naming_the_fi
     (tenant("b", "tenant-a", quotas={A100: HUGE}), "resourceQuotas"),
     (tenant("b", "tenant-a", quotas={"cpu": "1e9999999"}), "exponent out of range"),
     (vm("tenant-a", "w", [{"class": "a100", "count": "1e9999999"}]), "spec.gpus[0].count"),
-    (nodes("tenant-a", "p", [{"class": "a100"}], max_replicas=1, minReplicas=HUGE), "spec.minReplicas is too large"),
+    (nodes("tenant-a", "p", [{"class": "a100"}], max_replicas=1, minReplicas=HUGE), "spec.minReplicas is not an integer"),
+    (nodes("tenant-a", "p", [{"class": "a100"}], max_replicas=1, minReplicas=10**400), "spec.minReplicas is too large"),
 ])
 def test_item8_a_hostile_number_in_the_write_is_bad_input(tmp_path, write, field):
     _bad_input(run_check(tmp_path, [*classes(), tenant("a", quotas={A100: 1, "cpu": 4})], write), field)

@@ -178,7 +178,9 @@ def test_r5_sibling_charges_and_usage_add_up_across_spellings(tmp_path):
     assert run_check_json(tmp_path, state, tenant("c", "tenant-a", quotas={"limits.cpu": "2"}))[0] == 0
     state.append(tenant("c", "tenant-a", quotas={"cpu": 3}))  # over: the audit sees it under one key
     code, findings = run_check_json(tmp_path, state)
-    assert code == 1 and findings[0]["message"] == "pool tenant-a is over 'cpu': used 2 (limits.cpu) + carved out 9 = 11 > 10"
+    assert code == 1 and findings[0]["message"] == (
+        "pool tenant-a of Tenant tenant-root/a is over 'cpu': used 2 (limits.cpu) + carved out 9 = 11 > 10; "
+        "carved out by Tenant tenant-a/b 6, Tenant tenant-a/c 3")
 
 
 def test_r5_two_spellings_of_one_key_in_a_declaration_are_refused(tmp_path):
@@ -201,8 +203,8 @@ def test_r6_memory_figures_are_readable_in_messages_and_exact_in_json_numbers(tm
     state.append(tenant("b", "tenant-a", quotas={"memory": "4Gi"}))
     code, findings = run_check_json(tmp_path, state)
     assert code == 1
-    assert findings[0]["message"] == ("pool tenant-a is over 'memory': used 6465Mi (limits.memory) + carved out 4Gi "
-                                      "= 10561Mi > 10Gi")
+    assert findings[0]["message"] == ("pool tenant-a of Tenant tenant-root/a is over 'memory': used 6465Mi "
+                                      "(limits.memory) + carved out 4Gi = 10561Mi > 10Gi; carved out by Tenant tenant-a/b 4Gi")
     assert findings[0]["numbers"] == {"budget": "10737418240", "used": "6779043840", "carvedOut": "4294967296"}
 
 

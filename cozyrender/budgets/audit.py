@@ -3,7 +3,11 @@ within its budgets, and the GPU budgets a sub-tenant escapes.
 
 For each budget pool root R and budget key K it declares: devices reserved
 in R's pool for the classes K covers plus the charges of carving tenants
-must stay within R's K (the design page's invariant). For each ordinary
+must stay within R's K (the design page's invariant), and the devices
+physically reserved in R's subtree (its pool's, and its carving tenants'
+subtrees' in the classes they cap) must too: a subtree holding more, with
+some of it in sub-pools, is `over-held` (after a lowering; the
+hierarchical rule then refuses any growth below R until it fits). For each ordinary
 pool root and key: the pool's usage plus carving tenants' charges must stay
 within the value. A sub-tenant that declares its own quotas is a pool root
 of its own and leaves its parent's pool for every key it does not declare,
@@ -21,10 +25,11 @@ from fractions import Fraction
 
 from cozyrender.kube.quantity import format_quantity
 
-from .index import ALL_CLASSES, BudgetState, key_order
+from .index import ALL_CLASSES, BudgetState, covered, key_order
 from .model import quota_field
 from .tree import ROOT_NAMESPACE, parent_namespace
-from .write import malformed_namespace_message, named_device_problem, raw_name_problem
+from .checks import carvers_note
+from .write import inverted_message, malformed_namespace_message, named_device_problem, raw_name_problem
 from .usage import format_amount
 
 ERROR = "error"
@@ -41,16 +46,24 @@ class Finding:
     field: str
     message: str
     numbers: tuple[tuple[str, str], ...] = ()
+    # The object to fix (kind, namespace, name): the Tenant declaring the key,
+    # the workload; None where the finding is about a namespace itself.
+    object: tuple[str, str, str] | None = None
 
     def as_dict(self) -> dict:
         return {
             "severity": self.severity,
             "kind": self.kind,
             "namespace": self.namespace,
+            **({"object": dict(zip(("kind", "namespace", "name"), self.object))} if self.object else {}),
             "field": self.field,
             "message": self.message,
             **({"numbers": dict(self.numbers)} if self.numbers else {}),
         }
+
+
+def _tenant(declaration) -> tuple[str, str, str]:
+    return ("Tenant", declaration.created_in, declaration.tenant)
 
 
 def _sort_key(finding: Finding) -> tuple:
@@ -65,7 +78,8 @@ def audit(state: BudgetState) -> list[Finding]:
             note = ""
             if declaration.unusable:
                 note = "; counted as 0 until fixed (growth under it is refused)"
-            findings.append(Finding(ERROR, "invalid-declaration", namespace, quota_field(key), problem + note))
+            findings.append(Finding(ERROR, "invalid-declaration", namespace, quota_field(key),
+                                    f"{declaration.ref}: {problem}{note}", object=_tenant(declaration)))
         if declaration.budgets:
             findings.extend(_audit_budget_pool(state, namespace))
         if declaration.ordinary:
@@ -99,39 +113,54 @@ def _workload_findings(state: BudgetState) -> list[Finding]:
     they reserve nothing and no GPU rule reads them)."""
     findings = []
     for (kind, namespace, name), workload in state.workloads.items():
-        if workload.replicas_inverted is not None:
-            low, high = workload.replicas_inverted
-            findings.append(Finding(ERROR, "invalid-workload", namespace, f"{kind} {name}: spec.minReplicas",
-                                    f"spec.minReplicas {low} is more than spec.maxReplicas {high}"))
-        for index, device in workload.raw_names:
-            problem = raw_name_problem(state, workload, index, device)
-            field = f"{kind} {name}: spec.gpus[{index}].name"
+        for prefix, low, high in workload.replicas_inverted:
+            findings.append(Finding(ERROR, "invalid-workload", namespace, f"{kind} {name}: {prefix}.minReplicas",
+                                    inverted_message(prefix, low, high), object=(kind, namespace, name)))
+        for path, device in workload.raw_names:
+            problem = raw_name_problem(state, workload, device)
+            field = f"{kind} {name}: {path}.name"
             if problem is not None:
-                findings.append(Finding(ERROR, "device-name", namespace, field, problem.removeprefix("Forbidden: ")))
+                findings.append(Finding(ERROR, "device-name", namespace, field, problem.removeprefix("Forbidden: "),
+                                        object=(kind, namespace, name)))
             else:
                 findings.append(Finding(
                     WARNING, "device-name", namespace, field,
                     f"a device-plugin name ({device!r}) reserves nothing: no GPU class, budget or vGPU rule reads it",
+                    object=(kind, namespace, name),
                 ))
         for entry in workload.entries:
             problem = named_device_problem(state, entry)
             if problem is not None:
-                findings.append(Finding(ERROR, "device-name", namespace, f"{kind} {name}: spec.gpus[{entry.index}].name",
-                                        problem.removeprefix("Forbidden: ")))
+                findings.append(Finding(ERROR, "device-name", namespace, f"{kind} {name}: {entry.path}.name",
+                                        problem.removeprefix("Forbidden: "), object=(kind, namespace, name)))
     return findings
 
 
 def _audit_budget_pool(state: BudgetState, root: str) -> list[Finding]:
     findings = []
-    for key, budget in state.declarations[root].budgets.items():
+    declaration = state.declarations[root]
+    for key, budget in declaration.budgets.items():
+        held = state.held_in_subtree(root, key)
+        # Only where sub-pools hold some of it: a pool over on its own
+        # reservations is `over-committed` already, naming them.
+        if held > budget and covered(state.physical_below.get(root, {}), key):
+            findings.append(Finding(
+                ERROR, "over-held", root, quota_field(key.key),
+                f"the subtree of {declaration.ref} holds more devices than its "
+                f"GPU budget {key.key!r}: {held} reserved in {root} and the sub-pools it caps > budget {budget}; "
+                "no growth below it is admitted until it fits",
+                (("budget", str(budget)), ("heldInSubtree", str(held))), _tenant(declaration),
+            ))
+    for key, budget in declaration.budgets.items():
         reserved = state.reserved_for(root, key)
         carved = state.charged_to(root, key)
         if reserved + carved > budget:
             findings.append(Finding(
                 ERROR, "over-committed", root, quota_field(key.key),
-                f"pool {root} is over its GPU budget {key.key!r}: reserved {reserved} + carved out {carved} "
-                f"= {reserved + carved} > budget {budget}",
-                (("budget", str(budget)), ("reserved", str(reserved)), ("carvedOut", str(carved))),
+                f"pool {root} of {declaration.ref} is over its GPU budget {key.key!r}: reserved {reserved} + "
+                f"carved out {carved} = {reserved + carved} > budget {budget}"
+                f"{carvers_note(state, root, key) if carved else ''}",
+                (("budget", str(budget)), ("reserved", str(reserved)), ("carvedOut", str(carved))), _tenant(declaration),
             ))
     return findings
 
@@ -148,10 +177,11 @@ def _audit_ordinary_pool(state: BudgetState, root: str) -> list[Finding]:
             declared = declaration.declared_as[key]
             findings.append(Finding(
                 ERROR, "over-committed", root, quota_field(declared),
-                f"pool {root} is over {declared!r}: used {format_amount(key, used)} ({key}) + carved out "
-                f"{format_amount(key, carved)} = {format_amount(key, used + carved)} > {format_amount(key, value)}",
+                f"pool {root} of {declaration.ref} is over {declared!r}: used {format_amount(key, used)} ({key}) + "
+                f"carved out {format_amount(key, carved)} = {format_amount(key, used + carved)} > "
+                f"{format_amount(key, value)}{carvers_note(state, root, key, ordinary=True) if carved else ''}",
                 (("budget", format_quantity(value)), ("used", format_quantity(used)),
-                 ("carvedOut", format_quantity(carved))),
+                 ("carvedOut", format_quantity(carved))), _tenant(declaration),
             ))
     return findings
 
@@ -179,7 +209,8 @@ def _escapes(state: BudgetState, namespace: str) -> list[Finding]:
             uncapped = f"class {key.gpu_class}"
         findings.append(Finding(
             WARNING, "escapes-budget", namespace, quota_field(key.key),
-            f"tenant {declaration.created_in}/{declaration.tenant} declares its own quotas but not {key.key!r}: "
-            f"devices of {uncapped} reserved in its pool count against no budget of {root}",
+            f"{declaration.ref} declares its own quotas but not {key.key!r}: devices of {uncapped} reserved in "
+            f"its pool count against no budget of {state.declarations[root].ref} (pool {root})",
+            object=_tenant(declaration),
         ))
     return findings

@@ -4,9 +4,12 @@ that sums charges per key.
 
 The rule: a tenant is charged, for every class it caps, the larger of what
 it may hold of that class and what its own pool already holds; see
-`tenant_charge` for the details and the reasons.
+`tenant_charge` for the details and the reasons. Beside the charge, what
+its subtree physically holds in the classes it caps (`physical_charge`),
+which the hierarchical rule counts for every ancestor.
 
-Pure functions, no I/O.
+Pure functions, no I/O. Depends on `model` (the declarations it charges),
+never the other way round.
 """
 
 from __future__ import annotations
@@ -15,9 +18,7 @@ from collections.abc import Mapping
 
 from cozyrender.keys import BudgetKey
 
-from .model import Declaration
-
-ALL_CLASSES = BudgetKey(None)
+from .model import ALL_CLASSES, Declaration
 
 
 class Charge:
@@ -99,6 +100,28 @@ def tenant_charge(declaration: Declaration, reserved: Mapping[str, int], below: 
     return Charge(total, max(all_classes, below.default), classes)
 
 
+def caps_class(declaration: Declaration, gpu_class: str) -> bool:
+    """Whether a tenant's own keys cap `gpu_class`: its all-classes key, or
+    its key of that class. Devices of a class it does not cap escape every
+    budget above it (by design: it declares its own quotas)."""
+    budgets = declaration.budgets
+    return ALL_CLASSES in budgets or BudgetKey(gpu_class) in budgets
+
+
+def physical_charge(declaration: Declaration, reserved: Mapping[str, int], below: Mapping[str, int]) -> dict[str, int]:
+    """What a carving tenant's subtree physically holds towards the budget
+    keys above it (the hierarchical rule, issue 19 item 5b), per class: the
+    devices its own pool reserves (`reserved`) plus what its carving
+    tenants' subtrees hold towards its keys (`below`), for the classes it
+    caps (`caps_class`); nothing for the others."""
+    held: dict[str, int] = {}
+    for per_class in (reserved, below):
+        for gpu_class, count in per_class.items():
+            if count and caps_class(declaration, gpu_class):
+                held[gpu_class] = held.get(gpu_class, 0) + count
+    return held
+
+
 def caps(declaration: Declaration, key: BudgetKey) -> bool:
     """Whether a carving tenant is charged towards a pool root's `key`: any
     budget counts towards the all-classes key; a class key counts the
@@ -114,4 +137,4 @@ def budget_charge(declaration: Declaration, key: BudgetKey) -> int:
     return tenant_charge(declaration, {}, NO_CHARGE).for_key(key) if caps(declaration, key) else 0
 
 
-__all__ = ["ALL_CLASSES", "NO_CHARGE", "Charge", "budget_charge", "caps", "tenant_charge"]
+__all__ = ["ALL_CLASSES", "NO_CHARGE", "Charge", "budget_charge", "caps", "caps_class", "physical_charge", "tenant_charge"]

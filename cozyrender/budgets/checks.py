@@ -1,5 +1,5 @@
-"""The write checks: a VMInstance or KubernetesNodes write against the GPU
-budgets of its pool, and the declaration gate for a Tenant write.
+"""The write checks: a VMInstance, KubernetesNodes or Kubernetes write
+against the GPU budgets of its pool, and the declaration gate for a Tenant write.
 
 Each returns a Decision: allowed or not, one Reason per violated key naming
 the field and the numbers, as an admission webhook would answer. A check
@@ -17,10 +17,9 @@ from fractions import Fraction
 
 from cozyrender.keys import BudgetKey
 
-from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, tenant_charge
-from .index import BudgetState, covered, key_order
+from .charges import ALL_CLASSES, NO_CHARGE, Charge, caps, caps_class, physical_charge, tenant_charge
+from .index import BudgetState, add_counts, budget_figures, covered, key_order, region
 from .model import (
-    KUBERNETES_NODES,
     Declaration,
     Workload,
     parse_declaration,
@@ -69,6 +68,26 @@ class _Answer:
         return Decision(tuple(self.reasons), tuple(self.warnings))
 
 
+def carvers_note(state: BudgetState, root: str, key: BudgetKey | str, ordinary: bool = False,
+                 leaving: str | None = None) -> str:
+    """"; carved out by Tenant tenant-a/b 2, ..." for a message whose
+    "carved out" figure is not zero (issue 19 item 10): the children holding
+    it (the tenant of namespace `leaving`, and its subtree, left out: the
+    figure excludes them). Empty when none does."""
+    from .tree import is_within
+
+    found = [
+        (declaration, charge) for declaration, charge in state.carving_tenants(root, key, ordinary)
+        if leaving is None or not is_within(declaration.namespace, leaving)
+    ]
+    if not found:
+        return ""
+    shown = [f"{declaration.ref} {format_amount(key, charge) if ordinary else charge}"  # type: ignore[arg-type]
+             for declaration, charge in found[:5]]
+    more = f" and {len(found) - 5} more" if len(found) > 5 else ""
+    return f"; carved out by {', '.join(shown)}{more}"
+
+
 def growth(new: Workload, old: Workload | None) -> dict[str, int]:
     """Per class, how many more devices the write reserves than the object
     it replaces (classes that do not grow are left out)."""
@@ -81,26 +100,29 @@ def growth(new: Workload, old: Workload | None) -> dict[str, int]:
 
 
 def _growth_field(new: Workload, old: Workload | None, classes: set[str]) -> str:
-    """The field that grew for `classes`: a worker pool's maxReplicas when
-    only that changed, otherwise the first entry's count for those classes."""
-    if (
-        old is not None
-        and new.kind == KUBERNETES_NODES
-        and new.max_replicas > old.max_replicas
-        and all(
-            sum(e.count for e in new.entries if e.gpu_class == c) <= sum(e.count for e in old.entries if e.gpu_class == c)
-            for c in classes
-        )
-    ):
-        return "spec.maxReplicas"
+    """The field that grew for `classes`: a worker pool's (or node group's)
+    maxReplicas when only that changed there, otherwise the first entry's
+    count for those classes."""
+    if old is not None:
+        for entry in new.entries:
+            where = entry.replicas_path
+            if entry.gpu_class not in classes or where is None:
+                continue
+            before = [e for e in old.entries if e.replicas_path == where]
+            if before and entry.replicas > before[0].replicas and all(
+                sum(e.count for e in new.entries if e.replicas_path == where and e.gpu_class == c)
+                <= sum(e.count for e in before if e.gpu_class == c)
+                for c in classes
+            ):
+                return where
     for entry in new.entries:
         if entry.gpu_class in classes:
-            return f"spec.gpus[{entry.index}].count" if entry.count_given else f"spec.gpus[{entry.index}]"
+            return f"{entry.path}.count" if entry.count_given else entry.path
     return "spec.gpus"
 
 
 def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
-    """The GPU budget check for a VMInstance or KubernetesNodes write.
+    """The GPU budget check for a VMInstance, KubernetesNodes or Kubernetes write.
 
     The write replaces the object of the same kind, namespace and name in
     `state` when there is one (an update), else it is a create. Only growth
@@ -110,7 +132,9 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
     growing class: devices reserved in the pool for the classes the key
     covers (this workload at its new size) plus the charges of carving
     tenants must stay within the declared value. No pool root, or no key
-    covering the class: no budget applies.
+    covering the class: no budget applies. Then the hierarchical rule
+    (`_check_ancestors`): every pool root above, with a key covering a
+    growing class, must still hold the devices reserved in its subtree.
     """
     old = state.workloads.get(new.identity)
     grown = growth(new, old)
@@ -120,6 +144,15 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
     root = state.budget_root(new.namespace)
     if root is None:
         return answer.decision()
+    _check_pool(state, new, old, grown, root, answer)
+    _check_ancestors(state, new, old, grown, root, answer)
+    return answer.decision()
+
+
+def _check_pool(state: BudgetState, new: Workload, old: Workload | None, grown: dict[str, int], root: str,
+                answer: _Answer) -> None:
+    """The write's own pool: reservations plus carving tenants' charges
+    within each key of its root covering a growing class."""
     declaration = state.declarations[root]
     for key in sorted(declaration.budgets, key=key_order):
         growing = {c for c in grown if key.covers(c)}
@@ -135,9 +168,95 @@ def check_workload_budget(state: BudgetState, new: Workload) -> Decision:
                 _growth_field(new, old, growing),
                 f"Forbidden: exceeded GPU budget {key.key!r} of pool {root}: "
                 f"requested {requested}, reserved {reserved}, carved out {carved}, budget {budget} "
-                f"({requested + reserved + carved} > {budget}){declaration.unusable_note(key)}",
+                f"({requested + reserved + carved} > {budget}){declaration.unusable_note(key)}"
+                f"{carvers_note(state, root, key) if carved else ''}",
             ))
-    return answer.decision()
+
+
+def _check_ancestors(state: BudgetState, new: Workload, old: Workload | None, grown: dict[str, int], root: str,
+                     answer: _Answer) -> None:
+    """The hierarchical rule (issue 19 item 5b, as HNC's hierarchical
+    quotas) for a workload write in `root`'s pool (see `_hierarchical`)."""
+    _hierarchical(state, root, old.reservations if old is not None else {}, new.reservations,
+                  lambda classes: _growth_field(new, old, classes), answer)
+
+
+def _hierarchical(state: BudgetState, root: str, before: Mapping[str, int], after: Mapping[str, int],
+                  field_of, answer: _Answer) -> None:
+    """The hierarchical rule (issue 19 item 5b, as HNC's hierarchical
+    quotas): a write changing what `root`'s pool holds, per class, from
+    `before` to `after` must fit, for every pool root above `root` reached
+    through the chain of tenants capping the classes (a class a tenant on
+    the way does not cap escaped every budget above it, by design), the
+    devices physically reserved in that root's subtree, counted with the
+    write, for each of its keys covering a class that grows. `root` itself
+    needs no such check: its charges are never less than what is reserved
+    below it. O(depth): the subtree figures are indexed. `field_of(classes)`
+    names the field that grew for those classes."""
+    grown = {c for c, count in after.items() if count > before.get(c, 0)}
+    passing = set(after) | set(before)  # the write's classes still counted at this level
+    current = root
+    while True:
+        declaration = state.declarations[current]
+        passing = {c for c in passing if caps_class(declaration, c)}
+        parent = parent_namespace(current)
+        if not passing.intersection(grown) or parent is None:
+            return
+        current = state.budget_root(parent)
+        if current is None:
+            return
+        above = state.declarations[current]
+        for key in sorted(above.budgets, key=key_order):
+            classes = {c for c in passing if key.covers(c)}
+            if not classes.intersection(grown):
+                continue
+            budget = above.budgets[key]
+            requested = sum(after.get(c, 0) for c in classes)
+            held = state.held_in_subtree(current, key) - sum(before.get(c, 0) for c in classes)
+            if requested + held > budget:
+                answer.reasons.append(Reason(
+                    field_of(classes.intersection(grown)),
+                    f"Forbidden: exceeded GPU budget {key.key!r} of {above.ref} "
+                    f"(pool {current}), counting every device reserved in its subtree: requested {requested}, "
+                    f"reserved in the subtree {held}, budget {budget} ({requested + held} > {budget})"
+                    f"{above.unusable_note(key)}",
+                ))
+
+
+def _gate_hierarchical(state: BudgetState, child: Declaration, before: Declaration | None, parent: str,
+                       answer: _Answer) -> None:
+    """The hierarchical rule for a Tenant write: what the tenant's subtree
+    counts towards the pool above it (everything, while it is no pool root
+    of its own; the classes it caps, once it is) may change with its keys,
+    a sub-tenant that escaped starting to count among them. That change must
+    fit every pool root above as a workload's growth must (the pool root
+    right above is the charge gate's)."""
+    root = state.budget_root(parent)
+    if root is None:
+        return
+    if before is not None and before.is_budget_root:  # its pool's figures are indexed
+        reserved = state.pool_reserved.get(child.namespace, {})
+        below = state.physical_below.get(child.namespace, {})
+    else:
+        reserved, _, below = budget_figures(state, *region(state, child.namespace, ordinary=False))
+    everything = dict(reserved)
+    add_counts(everything, below)
+    if before is not None and before.is_budget_root:
+        was = state.tenant_physical.get(child.namespace, {})
+    else:
+        was = everything
+    will = physical_charge(child, reserved, below) if child.is_budget_root else everything
+    if not any(count > was.get(c, 0) for c, count in will.items()):
+        return
+
+    def field_of(classes: set[str]) -> str:
+        for key in sorted(child.budgets, key=key_order):
+            if any(key.covers(c) for c in classes):
+                return quota_field(key.key)
+        return "spec.resourceQuotas"
+
+    # `will` is what reaches `root`'s pool: pass it through as held there.
+    _hierarchical(state, root, was, will, field_of, answer)
 
 
 def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
@@ -183,6 +302,7 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
         return answer.decision()  # the root tenant: no pool above it
     if child.budgets:
         _gate_budget_keys(state, child, before, parent, answer)
+    _gate_hierarchical(state, child, before, parent, answer)
     if child.ordinary:
         _gate_ordinary_keys(state, child, parent, held, answer)
     if before is not None:
@@ -209,7 +329,8 @@ def _gate_own_pool(
             answer.reasons.append(Reason(
                 quota_field(key.key),
                 f"Forbidden: below what the tenant's own pool already holds of {key.key!r}: "
-                f"requested {child.budgets[key]}, reserved {held}, carved out {carved}",
+                f"requested {child.budgets[key]}, reserved {held}, carved out {carved}"
+                f"{carvers_note(state, child.namespace, key) if carved else ''}",
             ))
 
 
@@ -263,7 +384,8 @@ def _gate_own_usage(state: BudgetState, child: Declaration, before: Declaration 
             answer.reasons.append(Reason(
                 quota_field(child.declared_as[key]),
                 f"Forbidden: below what the tenant's own subtree already uses of {child.declared_as[key]!r}: "
-                f"requested {format_amount(key, value)}, used and carved out {format_amount(key, held[key])} ({key})",
+                f"requested {format_amount(key, value)}, used and carved out {format_amount(key, held[key])} ({key})"
+                f"{carvers_note(state, child.namespace, key, ordinary=True)}",
             ))
     return held
 
@@ -295,7 +417,8 @@ def _gate_budget_keys(
                 f"Forbidden: exceeds what pool {root} has left of {target.key!r}: "
                 f"requested {charged}{_charge_note(child, target, charged)}, budget {limits[target]}, "
                 f"carved out {others}, reserved {used} (available {max(available, 0)})"
-                f"{state.declarations[root].unusable_note(target)}",
+                f"{state.declarations[root].unusable_note(target)}"
+                f"{carvers_note(state, root, target, leaving=child.namespace) if others else ''}",
             ))
 
 
@@ -349,7 +472,8 @@ def _gate_ordinary_keys(
                 f"requested {format_amount(key, child.ordinary[key])}{note}, budget {format_amount(key, limits[key])}, "
                 f"carved out {format_amount(key, others)}, used {format_amount(key, used)} ({key}) "
                 f"(available {format_amount(key, max(available, Fraction(0)))})"
-                f"{state.declarations[root].unusable_note(key)}",
+                f"{state.declarations[root].unusable_note(key)}"
+                f"{carvers_note(state, root, key, ordinary=True, leaving=child.namespace) if others else ''}",
             ))
 
 
@@ -383,7 +507,8 @@ def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, pa
                         f"Forbidden: declaring no quotas returns the tenant's pool to pool {root}, which it "
                         f"would take over its GPU budget {key.key!r}: rejoining {rejoining} (reserved and "
                         f"carved out below), budget {limits[key]}, reserved {used}, carved out {others} "
-                        f"({used + others + rejoining} > {limits[key]})",
+                        f"({used + others + rejoining} > {limits[key]})"
+                        f"{carvers_note(state, root, key, leaving=child.namespace) if others else ''}",
                     ))
     if before.is_ordinary_root and not child.is_ordinary_root:
         root = state.ordinary_root(parent)
@@ -408,7 +533,8 @@ def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, pa
                         f"{format_amount(key, rejoining[key])} ({key}, used and carved out below), "
                         f"budget {format_amount(key, limits[key])}, used {format_amount(key, used)}, "
                         f"carved out {format_amount(key, others)} "
-                        f"({format_amount(key, used + others + rejoining[key])} > {format_amount(key, limits[key])})",
+                        f"({format_amount(key, used + others + rejoining[key])} > {format_amount(key, limits[key])})"
+                        f"{carvers_note(state, root, key, ordinary=True, leaving=child.namespace) if others else ''}",
                     ))
 
 

@@ -41,6 +41,26 @@ def namespace_entitled(state: BudgetState, namespace: str, platform_vgpu: bool) 
     return chain_entitlement(platform_vgpu, requested)
 
 
+def not_entitled_because(state: BudgetState, namespace: str, platform_vgpu: bool) -> str:
+    """Why `namespace` is not entitled to vGPU, naming the first link of the
+    chain that breaks it (issue 19 item 10): the platform's switch, a tenant
+    from the root down not setting spec.gpu.vgpu (by its Tenant object), or
+    a tenant namespace with no Tenant in the state."""
+    if not is_tenant_namespace(namespace):
+        return f"namespace {namespace} is outside the tenant tree"
+    if not platform_vgpu:
+        return "the platform's gpu.vgpu is off"
+    for ns in reversed(list(ancestors(namespace))):
+        if ns == ROOT_NAMESPACE:
+            continue
+        declaration = state.declarations.get(ns)
+        if declaration is None:
+            return f"namespace {ns} has no Tenant in the state (a tenant not written asks for nothing)"
+        if not declaration.requests_vgpu:
+            return f"{declaration.ref} (namespace {ns}) does not set spec.gpu.vgpu"
+    return "entitled"  # not reached when the chain says not entitled
+
+
 def label_disagreements(state: BudgetState, namespace: str, platform_vgpu: bool) -> list[str]:
     """Tenant namespaces from the root's child down to `namespace` whose
     Namespace in the state carries a `namespace.cozystack.io/vgpu` label
@@ -64,7 +84,7 @@ def label_disagreements(state: BudgetState, namespace: str, platform_vgpu: bool)
 
 
 def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu: bool | None = None) -> Decision:
-    """Each class a VMInstance/KubernetesNodes write names must be a GPUClass
+    """Each class a VMInstance/KubernetesNodes/Kubernetes write names must be a GPUClass
     of the state, not in conflict over its resource name, and, when its mode
     is `vgpu`, usable in the workload's namespace. A state without any
     GPUClass cannot vouch for a class: every class named is refused, saying
@@ -77,12 +97,12 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
         return Decision()
     reasons: list[Reason] = []
     warnings: list[str] = []
-    names: dict[str, int] = {}  # class name -> index of the first entry naming it
+    names: dict[str, str] = {}  # class name -> the field of the first entry naming it
     for entry in workload.entries:
-        names.setdefault(entry.gpu_class, entry.index)
+        names.setdefault(entry.gpu_class, entry.path)
     if not state.gpuclasses:
-        for name, index in names.items():
-            reasons.append(Reason(f"spec.gpus[{index}].class", f"Invalid: GPU class {name!r}: {NO_CLASSES}"))
+        for name, path in names.items():
+            reasons.append(Reason(f"{path}.class", f"Invalid: GPU class {name!r}: {NO_CLASSES}"))
         return Decision(tuple(reasons))
     platform = platform_vgpu if platform_vgpu is not None else state.platform_vgpu
     if platform is None and any(
@@ -93,8 +113,8 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
             "the platform's vGPU setting is not in the state (the tenant-root Namespace's label or "
             "tenant-root/cozystack-values): treated as off; pass --platform-vgpu to set it"
         )
-    for name, index in names.items():
-        field = f"spec.gpus[{index}].class"
+    for name, path in names.items():
+        field = f"{path}.class"
         gpuclass = state.gpuclasses.get(name)
         if gpuclass is None:
             reasons.append(Reason(field, f"Invalid: GPU class {name!r} does not exist"))
@@ -110,7 +130,8 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
             reasons.append(Reason(
                 field,
                 f"Forbidden: GPU class {name!r} is a vGPU class and namespace {workload.namespace} is not "
-                "entitled to vGPU (each tenant from the root down must set spec.gpu.vgpu, "
+                f"entitled to vGPU: {not_entitled_because(state, workload.namespace, bool(platform))} "
+                "(each tenant from the root down must set spec.gpu.vgpu, "
                 f"and the platform's gpu.vgpu must be on: it is {'on' if platform else 'off'}"
                 + (f"; {disagreement}" if disagreement else "")
                 + (f"; the sources disagree: {'; '.join(labels)}" if labels else "") + ")",

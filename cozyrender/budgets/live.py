@@ -7,41 +7,91 @@ time.
     live.remove(obj)                 # DELETED: by identity
     check_write(live.state, write)   # the same answer `check` gives for live.objects()
 
-Contract: `live.state` always equals `index_state(live.objects())`, and the
-objects are keyed by identity (`cozyrender.kube.identity`): group, kind,
-namespace and name, whatever the version.
+Contract: `live.state` always equals `index_state(live.objects())`, field by
+field, and the objects are keyed by identity (`cozyrender.kube.identity`):
+group, kind, namespace and name, whatever the version; an upsert replaces
+the object of its identity (old and new versions are never "two copies").
 
-The first implementation re-indexes the whole state when it is read after a
-change; the incremental one replaces it behind the same interface.
+An event updates the index in time proportional to what it touches, never
+by re-indexing, through the same functions `index_state` runs for every
+pool (`index`: one implementation of the arithmetic):
+- a workload: its namespace's reservations, its pool's figures, then the
+  charges up the chain of pool roots above it (at most one per ancestor);
+- a pod or quota: its namespace's usage (its pods and quotas read again),
+  its ordinary pool's figures, the charges above;
+- a Tenant: the pools of its own subtree re-derived (the namespaces down to
+  the next pool roots below it), then the charges above;
+- a GPUClass, the tenant-root Namespace or values Secret, a tenant
+  Namespace's label: their small derived parts (class conflicts, the
+  platform's vGPU entitlement, the label).
+
+An object the rules cannot read raises the ShapeError `index_state` would
+raise for the resulting objects (the caller decides what to do), and then
+changes nothing: everything that can fail is read before anything changes.
+
+`state` is the live object, changed in place by each event: the caller runs
+events and checks one at a time (one event loop, or a lock), never a check
+during an event.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
+from cozyrender.gcpause import collector_paused
 from cozyrender.gpuclass.classes import identity_group
 from cozyrender.kube.identity import identity_of
 from cozyrender.kube.shape import ShapeError
+from cozyrender.gpuclass.conflicts import find_conflicts
 
-from .index import BudgetState, index_state
+from . import index as ix
+from .index import BudgetState, Indexed, index_state
+from .tree import ancestors, is_tenant_namespace, parent_namespace
+from .usage import usage_under
 
 
 class LiveIndex:
     def __init__(self, objects: Iterable[Mapping] = ()) -> None:
         self._objects: dict[tuple, Mapping] = {}
         for obj in objects:
-            self.upsert(obj)
-        self._state: BudgetState | None = None
+            self._objects[_identity(obj)] = obj
+        self._state: BudgetState = index_state(self._objects.values())
+        # Pods and quotas per namespace, by identity (the state's lists are
+        # their values, in the order `objects()` gives them).
+        self._pods: dict[str, dict[tuple, Mapping]] = {}
+        self._quotas: dict[str, dict[tuple, Mapping]] = {}
+        # Namespaces the tree holds (a Tenant, reservations, quotas or pods
+        # there), and per namespace how many of them its subtree holds: a
+        # child is linked to its parent while its count is above zero.
+        self._known: set[str] = set()
+        self._below: dict[str, int] = {}
+        with collector_paused():
+            for by_namespace, listing in ((self._pods, self._state.pods), (self._quotas, self._state.quotas)):
+                for namespace, found in listing.items():
+                    by_namespace[namespace] = {_identity(obj): obj for obj in found}
+            for namespace in self._state.declarations.keys() | self._state.reserved.keys() \
+                    | self._state.quotas.keys() | self._state.pods.keys():
+                self._relink(namespace)
+
+    # -- the interface ----------------------------------------------------------
 
     def upsert(self, obj: Mapping) -> None:
         """Add `obj`, or replace the object of the same identity."""
-        self._objects[_identity(obj)] = obj
-        self._state = None
+        identity = _identity(obj)
+        new = ix.classify(obj)
+        old_obj = self._objects.get(identity)
+        old = ix.classify(old_obj) if old_obj is not None else None
+        self._apply(identity, old_obj, old, obj, new)
+        self._objects[identity] = obj
 
     def remove(self, obj: Mapping) -> None:
         """Remove the object of `obj`'s identity (absent: nothing to do)."""
-        if self._objects.pop(_identity(obj), None) is not None:
-            self._state = None
+        identity = _identity(obj)
+        old_obj = self._objects.get(identity)
+        if old_obj is None:
+            return
+        self._apply(identity, old_obj, ix.classify(old_obj), None, None)
+        del self._objects[identity]
 
     def get(self, obj: Mapping) -> Mapping | None:
         """The stored object of `obj`'s identity."""
@@ -55,9 +105,229 @@ class LiveIndex:
 
     @property
     def state(self) -> BudgetState:
-        if self._state is None:
-            self._state = index_state(self._objects.values())
         return self._state
+
+    # -- one event ----------------------------------------------------------------
+
+    def _apply(self, identity: tuple, old_obj: Mapping | None, old: Indexed | None,
+               new_obj: Mapping | None, new: Indexed | None) -> None:
+        """Replace `old` (None: absent) by `new` (None: removed). Same
+        identity, so the same kind: one of them decides what is touched."""
+        entry = new if new is not None else old
+        if entry is None:
+            return  # a kind the index does not read
+        what = entry.what
+        if old is not None and new is not None and old.what != new.what:  # cannot happen for one identity
+            raise ShapeError.at(new_obj, "", "changes what the object is to the budget index")
+        state = self._state
+        if what == ix.TENANT_OBJECT:
+            self._tenant(old.value if old else None, new.value if new else None, new_obj)
+        elif what == ix.WORKLOAD_OBJECT:
+            self._workload(old.value if old else None, new.value if new else None)
+        elif what in (ix.POD, ix.QUOTA):
+            self._usage_object(what, entry.namespace, identity, new_obj)
+        elif what == ix.GPUCLASS:
+            classes = dict(state.gpuclasses)
+            if old is not None:
+                del classes[old.value]
+            if new is not None:
+                classes[new.value] = new_obj
+            find_conflicts(classes.values())  # may raise: before anything changes
+            state.gpuclasses = classes
+            ix.derive_classes(state)
+        elif what == ix.ROOT_NAMESPACE_OBJECT:
+            state.root_label_vgpu = new.value if new else None
+            ix.derive_platform(state)
+        elif what == ix.VALUES_SECRET:
+            state.values_vgpu = new.value if new else None
+            ix.derive_platform(state)
+        elif what == ix.TENANT_NAMESPACE_OBJECT:
+            if new is not None and new.value is not None:
+                state.namespace_vgpu[entry.namespace] = new.value
+            else:
+                state.namespace_vgpu.pop(entry.namespace, None)
+        # Everything that can fail has been read: file it under malformed namespaces.
+        if old is not None and old.malformed:
+            ix.add_malformed(state, old, -1)
+        if new is not None and new.malformed:
+            ix.add_malformed(state, new)
+
+    def _workload(self, old, new) -> None:
+        state = self._state
+        workload = new if new is not None else old
+        namespace = workload.namespace
+        if old is not None:
+            del state.workloads[old.identity]
+            ix.add_to(state.reserved, namespace, old.reservations, -1)
+        if new is not None:
+            state.workloads[new.identity] = new
+            ix.add_to(state.reserved, namespace, new.reservations)
+        root = state.budget_root(namespace)
+        if root is not None:
+            if old is not None:
+                ix.add_to(state.pool_reserved, root, old.reservations, -1)
+            if new is not None:
+                ix.add_to(state.pool_reserved, root, new.reservations)
+            ix.cascade_budget(state, root)
+        self._relink(namespace)
+
+    def _usage_object(self, what: str, namespace: str, identity: tuple, obj: Mapping | None) -> None:
+        """A pod or quota: its namespace's usage read again (first: a
+        malformed pod raises before anything changes), then the pool above."""
+        state = self._state
+        objects = dict(self._by_namespace(what).get(namespace, {}))
+        if obj is None:
+            objects.pop(identity, None)
+        else:
+            objects[identity] = obj
+        listed = list(objects.values())
+        quotas = listed if what == ix.QUOTA else state.quotas.get(namespace)
+        pods = listed if what == ix.POD else state.pods.get(namespace)
+        root = state.ordinary_root(namespace) if is_tenant_namespace(namespace) else None
+        used = None
+        if root is not None and (quotas or pods):
+            used = usage_under(state.declarations[root].ordinary, quotas, pods)
+        # Read; now change.
+        by_namespace, listing = (self._quotas, state.quotas) if what == ix.QUOTA else (self._pods, state.pods)
+        if objects:
+            by_namespace[namespace] = objects
+            listing[namespace] = listed
+        else:
+            by_namespace.pop(namespace, None)
+            listing.pop(namespace, None)
+        if root is not None:
+            old_used = state.usage.pop(namespace, None)
+            if old_used:
+                ix.add_to(state.pool_usage, root, old_used, -1)
+            if used is not None:
+                state.usage[namespace] = used
+                ix.add_to(state.pool_usage, root, used)
+            ix.cascade_ordinary(state, root)
+        self._relink(namespace)
+
+    def _tenant(self, old, new, obj: Mapping | None) -> None:
+        """A Tenant: its subtree's pools re-derived in both senses, then the
+        charges above. Reads first (another owner of its namespace, the
+        usage of its subtree under the keys that now apply)."""
+        state = self._state
+        declaration = new if new is not None else old
+        namespace = declaration.namespace
+        if new is not None:
+            ix.owner_conflict(state, new, obj)
+        in_tree = is_tenant_namespace(namespace)
+        parent = parent_namespace(namespace)
+        # The pools' membership follows root status (and, for ordinary keys,
+        # which keys the usage is read under); a value alone moves only the
+        # tenant's own charge.
+        budget_changed = in_tree and _is_root(old, False) != _is_root(new, False)
+        ordinary_changed = in_tree and _ordinary_keys(old) != _ordinary_keys(new)
+        ordinary_above = state.ordinary_root(parent) if ordinary_changed and parent is not None else None
+        usages: dict = {}
+        if ordinary_changed:
+            members, boundary = ix.region(state, namespace, ordinary=True)
+            if new is not None and new.is_ordinary_root:
+                # Read under the new keys, through a stand-in state that differs only there.
+                probe = BudgetState(declarations={namespace: new}, quotas=state.quotas, pods=state.pods)
+                usages = ix.region_usage(probe, members, namespace)
+            else:
+                usages = ix.region_usage(state, members, ordinary_above)
+        # Read; now change. Take the subtree out of the pools it was in ...
+        budget_above = state.budget_root(parent) if budget_changed and parent is not None else None
+        if budget_changed:
+            if old is not None and old.is_budget_root:
+                state.pool_reserved.pop(namespace, None)
+                state.charges.pop(namespace, None)
+                state.physical_below.pop(namespace, None)
+            elif budget_above is not None:
+                reserved, charges, physical = ix.budget_figures(state, *ix.region(state, namespace, ordinary=False))
+                ix.add_to(state.pool_reserved, budget_above, reserved, -1)
+                ix.add_charge_to(state.charges, budget_above, charges, -1)
+                ix.add_to(state.physical_below, budget_above, physical, -1)
+        if ordinary_changed:
+            if old is not None and old.is_ordinary_root:
+                state.pool_usage.pop(namespace, None)
+                state.ordinary_charges.pop(namespace, None)
+            elif ordinary_above is not None:
+                usage, charges = ix.ordinary_figures(state, members, boundary)
+                ix.add_to(state.pool_usage, ordinary_above, usage, -1)
+                ix.add_to(state.ordinary_charges, ordinary_above, charges, -1)
+            for member in members:
+                state.usage.pop(member, None)
+        if new is None:
+            del state.declarations[namespace]
+        else:
+            state.declarations[namespace] = new
+        # ... and into the pools it is in now.
+        if budget_changed:
+            if new is not None and new.is_budget_root:
+                ix.set_budget_pool(state, namespace)
+            elif budget_above is not None:
+                reserved, charges, physical = ix.budget_figures(state, *ix.region(state, namespace, ordinary=False))
+                ix.add_to(state.pool_reserved, budget_above, reserved)
+                ix.add_charge_to(state.charges, budget_above, charges)
+                ix.add_to(state.physical_below, budget_above, physical)
+            ix.cascade_budget(state, budget_above)
+        if ordinary_changed:
+            if new is not None and new.is_ordinary_root:
+                ix.set_ordinary_pool(state, namespace, usages)
+            else:
+                state.usage.update(usages)
+                if ordinary_above is not None:
+                    usage, charges = ix.ordinary_figures(state, members, boundary)
+                    ix.add_to(state.pool_usage, ordinary_above, usage)
+                    ix.add_to(state.ordinary_charges, ordinary_above, charges)
+            ix.cascade_ordinary(state, ordinary_above)
+        if in_tree:  # its own charges (its values), and up the chain when they changed
+            ix.cascade_budget(state, namespace)
+            ix.cascade_ordinary(state, namespace)
+        self._relink(namespace)
+
+    # -- bookkeeping ----------------------------------------------------------------
+
+    def _by_namespace(self, what: str) -> dict[str, dict[tuple, Mapping]]:
+        return self._quotas if what == ix.QUOTA else self._pods
+
+    def _relink(self, namespace: str) -> None:
+        """Keep `children` as `index_state` links it: a namespace holding a
+        Tenant, reservations, quotas or pods is linked to its ancestors."""
+        state = self._state
+        known = (namespace in state.declarations or namespace in state.reserved
+                 or namespace in state.quotas or namespace in state.pods)
+        if known == (namespace in self._known):
+            return
+        step = 1 if known else -1
+        if known:
+            self._known.add(namespace)
+        else:
+            self._known.discard(namespace)
+        for current in ancestors(namespace):
+            count = self._below.get(current, 0) + step
+            if count:
+                self._below[current] = count
+            else:
+                del self._below[current]
+            parent = parent_namespace(current)
+            if parent is None:
+                continue
+            if count == 1 and step > 0:
+                state.children.setdefault(parent, set()).add(current)
+            elif count == 0:
+                siblings = state.children[parent]
+                siblings.discard(current)
+                if not siblings:
+                    del state.children[parent]
+
+
+def _is_root(declaration, ordinary: bool) -> bool:
+    if declaration is None:
+        return False
+    return declaration.is_ordinary_root if ordinary else declaration.is_budget_root
+
+
+def _ordinary_keys(declaration) -> frozenset:
+    """The quota keys a tenant's pool reads usage under (none: not an
+    ordinary pool root)."""
+    return frozenset(declaration.ordinary) if declaration is not None else frozenset()
 
 
 def _identity(obj: Mapping) -> tuple:

@@ -6,8 +6,10 @@ whole device counts, ordinary keys with exact quantities, and whatever is
 malformed with the reason (the declaration gate refuses those, the audit
 reports them). Reservations follow `spec.gpus`: class entries
 `{class, count}` (count defaults to 1), times `spec.maxReplicas` for a
-KubernetesNodes worker pool; an entry naming only a device-plugin `name`
-reserves nothing.
+KubernetesNodes worker pool; a Kubernetes cluster's node groups
+(`spec.nodeGroups.<group>`) each reserve their `gpus` entries times their
+own `maxReplicas`, like a worker pool; an entry naming only a device-plugin
+`name` reserves nothing.
 
 Pure functions, no I/O.
 """
@@ -43,11 +45,15 @@ from .usage import usage_key
 # tenant namespace (`tenant-a-b`), so a name may not hold one.
 TENANT_NAME = re.compile(r"[a-z][a-z0-9]*\Z")
 
+# The all-classes budget key (`gpuclass.cozystack.io/devices`).
+ALL_CLASSES = BudgetKey(None)
+
 APPS_GROUP = "apps.cozystack.io"
 TENANT = "Tenant"
 VM_INSTANCE = "VMInstance"
 KUBERNETES_NODES = "KubernetesNodes"
-WORKLOAD_KINDS = (VM_INSTANCE, KUBERNETES_NODES)
+KUBERNETES = "Kubernetes"  # a managed cluster: its node groups are worker pools
+WORKLOAD_KINDS = (VM_INSTANCE, KUBERNETES_NODES, KUBERNETES)
 
 
 def api_group(obj: Mapping) -> str:
@@ -119,6 +125,12 @@ class Declaration:
     def is_ordinary_root(self) -> bool:
         return any(not declared_in_budget_domain(key) for key in self.declared_keys)
 
+    @property
+    def ref(self) -> str:
+        """The Tenant object declaring this, as messages name it: kind, the
+        namespace it is created in, its name."""
+        return f"Tenant {self.created_in}/{self.tenant}"
+
     def unusable_note(self, key: object) -> str:
         """For a message about `key` (a BudgetKey or a quota key): why its
         value is counted as 0, when it is."""
@@ -139,8 +151,6 @@ def parse_declaration(tenant: Mapping) -> Declaration:
     (`unusable`). A name outside Cozystack's grammar, and numbers past their
     bounds (`bounds`), are ShapeErrors: bad input, not a declaration."""
     from cozyrender.entitlement import flag_value
-
-    from .charges import ALL_CLASSES
 
     created_in, name = metadata_name_namespace(tenant)
     if not TENANT_NAME.match(name):
@@ -244,36 +254,43 @@ _is_class_name = lru_cache(maxsize=4096)(is_class_name)
 
 
 class ClassEntry(NamedTuple):
-    """One class entry of `spec.gpus`: its index, class and per-replica count,
-    and the device-plugin `name` it gives beside the class, if any (the VM
-    charts render `name` as the device the VM gets: it must be the class's)."""
+    """One class entry of a `gpus` list: its index, class and per-replica
+    count, and the device-plugin `name` it gives beside the class, if any
+    (the VM charts render `name` as the device the VM gets: it must be the
+    class's); `path` is the entry's field (`spec.gpus[0]`,
+    `spec.nodeGroups.md0.gpus[0]`), `replicas` what its count is multiplied
+    by (a pool's or node group's maxReplicas; 1 for a VM) and
+    `replicas_path` the field that number is read from (None for a VM)."""
 
     index: int
     gpu_class: str
     count: int
     count_given: bool
     device: str | None = None
+    path: str = ""
+    replicas: int = 1
+    replicas_path: str | None = None
 
 
 class Workload(NamedTuple):
-    """A VMInstance or KubernetesNodes object as the budget check sees it.
+    """A VMInstance, KubernetesNodes or Kubernetes object as the budget check
+    sees it.
 
     `reservations` maps each class to the devices it reserves: the summed
-    counts of its entries, times `max_replicas` for a worker pool. (A
-    NamedTuple: a state holds a hundred thousand of them.)
+    counts of its entries, each times its replicas. (A NamedTuple: a state
+    holds a hundred thousand of them.)
     """
 
     kind: str
     namespace: str
     name: str
     entries: tuple[ClassEntry, ...]
-    max_replicas: int
     reservations: dict[str, int]
-    # Entries naming only a device-plugin resource: (index, name).
-    raw_names: tuple[tuple[int, str], ...] = ()
-    # A worker pool's spec.minReplicas and spec.maxReplicas when both are given
-    # and min is more than max (a shape Kubernetes would never run).
-    replicas_inverted: tuple[int, int] | None = None
+    # Entries naming only a device-plugin resource: (the entry's field, name).
+    raw_names: tuple[tuple[str, str], ...] = ()
+    # Per worker pool or node group giving both, with min more than max (a
+    # shape Kubernetes would never run): (the field prefix, min, max).
+    replicas_inverted: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def identity(self) -> tuple[str, str, str]:
@@ -282,72 +299,98 @@ class Workload(NamedTuple):
 
 def _whole(value: object, obj: Mapping, path: str, bound: int = MAX_COUNT) -> int:
     """A whole, non-negative number at most `bound` (a count or a replica
-    number); ShapeError naming the field otherwise."""
-    if type(value) is int and 0 <= value <= bound:
-        return value
-    try:
-        number = parse_budget_value(value)
-    except BudgetValueTooLarge:
-        number = bound + 1
-    except InvalidBudgetValue:
-        raise ShapeError.at(obj, path, f"{got(value)} is not a whole, non-negative number") from None
-    if number > bound:
+    number); ShapeError naming the field otherwise. An integer, as the apps'
+    schemas type these fields (issue 19 item 4): the API server refuses
+    `count: "2"` or `2.0`, so a state or write holding one was never
+    admitted by it, and reading it as 2 would check an object no cluster
+    runs."""
+    if type(value) is not int:  # (bool is no int here either)
+        raise ShapeError.at(obj, path, f"is not an integer (got {got(value)}), as the app's schema requires")
+    if value < 0:
+        raise ShapeError.at(obj, path, f"{got(value)} is not a whole, non-negative number")
+    if value > bound:
         raise ShapeError.at(obj, path, f"is too large (at most {bound})")
-    return number
+    return value
 
 
-def parse_workload(obj: Mapping) -> Workload:
-    """Read a VMInstance or KubernetesNodes object; ShapeError for a
-    negative, fractional or too large count or replica number (`bounds`),
-    an entry with neither `class` nor `name`, a class that is not a DNS-1123
-    label, or a worker pool naming classes without a whole
-    `spec.maxReplicas`."""
-    kind = obj.get("kind")
-    if kind not in WORKLOAD_KINDS:
-        raise ShapeError.at(obj, "", "not a VMInstance or KubernetesNodes")
-    namespace, name = metadata_name_namespace(obj)
-    spec = mapping(obj, "spec", obj)
+def _replicas(obj: Mapping, spec: Mapping, prefix: str) -> tuple[int | None, tuple[tuple[str, int, int], ...]]:
+    """A worker pool's (or node group's) maxReplicas, when given, and its
+    replica range when inverted."""
+    low, high = spec.get("minReplicas"), spec.get("maxReplicas")
+    low = _whole(low, obj, f"{prefix}.minReplicas") if low is not None else None
+    high = _whole(high, obj, f"{prefix}.maxReplicas") if high is not None else None
+    inverted = ((prefix, low, high),) if low is not None and high is not None and low > high else ()
+    return high, inverted
+
+
+def _class_entries(
+    obj: Mapping, spec: Mapping, prefix: str, replicas: int | None, replicas_path: str | None,
+) -> tuple[list[ClassEntry], list[tuple[str, str]]]:
+    """The class entries and device-plugin names of `spec.gpus` (`spec` the
+    object's spec or a node group, `prefix` its field), each class entry
+    multiplied by `replicas` (required, read from `replicas_path`, when a
+    pool names classes; None for a VM: 1)."""
     gpus = spec.get("gpus")
     if not isinstance(gpus, list):
         if gpus is not None:
-            raise ShapeError.at(obj, "spec.gpus", "is not a list")
-        gpus = ()
-    inverted = None
-    if kind == KUBERNETES_NODES and ("minReplicas" in spec or "maxReplicas" in spec):
-        low, high = spec.get("minReplicas"), spec.get("maxReplicas")
-        low = _whole(low, obj, "spec.minReplicas") if low is not None else None
-        high = _whole(high, obj, "spec.maxReplicas") if high is not None else None
-        if low is not None and high is not None and low > high:
-            inverted = (low, high)
-    if not gpus:  # most workloads: nothing to reserve
-        return Workload(kind, namespace, name, (), 1, {}, (), inverted)
+            raise ShapeError.at(obj, f"{prefix}.gpus", "is not a list")
+        return [], []
     entries: list[ClassEntry] = []
-    raw_names: list[tuple[int, str]] = []
+    raw_names: list[tuple[str, str]] = []
     for index, entry in enumerate(gpus):
-        entry = as_mapping(entry, obj, f"spec.gpus[{index}]") if not isinstance(entry, dict) else entry
+        path = f"{prefix}.gpus[{index}]"
+        entry = as_mapping(entry, obj, path) if not isinstance(entry, dict) else entry
         gpu_class = entry.get("class")
         count = entry.get("count", 1)
         if type(count) is not int or not 0 <= count <= MAX_COUNT:
-            count = _whole(count, obj, f"spec.gpus[{index}].count")
+            count = _whole(count, obj, f"{path}.count")
         if gpu_class is None:
-            device = string(entry, "name", obj, f"spec.gpus[{index}]")
+            device = string(entry, "name", obj, path)
             if not device:
-                raise ShapeError.at(obj, f"spec.gpus[{index}]", "names neither a class nor a device name")
-            raw_names.append((index, device))
+                raise ShapeError.at(obj, path, "names neither a class nor a device name")
+            raw_names.append((path, device))
             continue  # a device-plugin entry: not budgeted (the write check refuses it where budgets apply)
         if not isinstance(gpu_class, str) or not _is_class_name(gpu_class):
-            raise ShapeError.at(
-                obj, f"spec.gpus[{index}].class", f"{got(gpu_class)} is not a GPU class name (a DNS-1123 label)"
-            )
-        device = string(entry, "name", obj, f"spec.gpus[{index}]") if "name" in entry else None
-        entries.append(ClassEntry(index, gpu_class, count, "count" in entry, device))
-    max_replicas = 1
-    if kind == KUBERNETES_NODES and entries:
-        raw = spec.get("maxReplicas")
-        if raw is None:
-            raise ShapeError.at(obj, "spec.maxReplicas", "is required to reserve GPUs for a worker pool")
-        max_replicas = _whole(raw, obj, "spec.maxReplicas")
+            raise ShapeError.at(obj, f"{path}.class", f"{got(gpu_class)} is not a GPU class name (a DNS-1123 label)")
+        device = string(entry, "name", obj, path) if "name" in entry else None
+        entries.append(ClassEntry(index, gpu_class, count, "count" in entry, device, path, 1, replicas_path))
+    if entries and replicas_path is not None:
+        if replicas is None:
+            raise ShapeError.at(obj, replicas_path, "is required to reserve GPUs for a worker pool")
+        entries = [entry._replace(replicas=replicas) for entry in entries]
+    return entries, raw_names
+
+
+def parse_workload(obj: Mapping) -> Workload:
+    """Read a VMInstance, KubernetesNodes or Kubernetes object; ShapeError
+    for a negative, fractional or too large count or replica number
+    (`bounds`), an entry with neither `class` nor `name`, a class that is not
+    a DNS-1123 label, or a worker pool or node group naming classes without
+    a whole `maxReplicas`."""
+    kind = obj.get("kind")
+    if kind not in WORKLOAD_KINDS:
+        raise ShapeError.at(obj, "", "not a VMInstance, KubernetesNodes or Kubernetes")
+    namespace, name = metadata_name_namespace(obj)
+    spec = mapping(obj, "spec", obj)
+    entries: list[ClassEntry] = []
+    raw_names: list[tuple[str, str]] = []
+    inverted: tuple[tuple[str, int, int], ...] = ()
+    if kind == VM_INSTANCE:
+        entries, raw_names = _class_entries(obj, spec, "spec", None, None)
+    elif kind == KUBERNETES_NODES:
+        replicas, inverted = _replicas(obj, spec, "spec") if ("minReplicas" in spec or "maxReplicas" in spec) else (None, ())
+        entries, raw_names = _class_entries(obj, spec, "spec", replicas, "spec.maxReplicas")
+    else:
+        groups = mapping(spec, "nodeGroups", obj, "spec")
+        for group in sorted(groups, key=str):  # one order, whatever the object's
+            prefix = f"spec.nodeGroups.{group}"
+            node_group = as_mapping(groups[group], obj, prefix)
+            replicas, group_inverted = _replicas(obj, node_group, prefix)
+            inverted += group_inverted
+            found, names = _class_entries(obj, node_group, prefix, replicas, f"{prefix}.maxReplicas")
+            entries += found
+            raw_names += names
     reservations: dict[str, int] = {}
     for entry in entries:
-        reservations[entry.gpu_class] = reservations.get(entry.gpu_class, 0) + entry.count * max_replicas
-    return Workload(kind, namespace, name, tuple(entries), max_replicas, reservations, tuple(raw_names), inverted)
+        reservations[entry.gpu_class] = reservations.get(entry.gpu_class, 0) + entry.count * entry.replicas
+    return Workload(kind, namespace, name, tuple(entries), reservations, tuple(raw_names), inverted)

@@ -29,9 +29,9 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
     """Check one write against the indexed state: an update when `state`
     holds an object of the same kind, namespace and name, a create otherwise.
 
-    Tenant (apps.cozystack.io): the declaration gate. VMInstance and
-    KubernetesNodes (apps.cozystack.io): the class and vGPU checks, then the
-    GPU budget check. GPUClass (cozystack.io): the class validation.
+    Tenant (apps.cozystack.io): the declaration gate. VMInstance,
+    KubernetesNodes and Kubernetes (apps.cozystack.io): the class and vGPU
+    checks, then the GPU budget check. GPUClass (cozystack.io): the class validation.
     `platform_vgpu` overrides the root's vGPU entitlement read from the state.
     Raises ShapeError for an object the rules cannot read, including
     any other kind; for a GPUClass, CRDError or RuleCompileError
@@ -64,7 +64,7 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
         return check_gpuclass_write(state, obj)
     raise ShapeError.at(
         obj, "", f"cannot check this kind (apiVersion {got(obj.get('apiVersion'))}); expected an "
-        "apps.cozystack.io/v1alpha1 Tenant, VMInstance or KubernetesNodes, or a cozystack.io GPUClass"
+        "apps.cozystack.io/v1alpha1 Tenant, VMInstance, KubernetesNodes or Kubernetes, or a cozystack.io GPUClass"
     )
 
 
@@ -79,7 +79,7 @@ def malformed_namespace_message(namespace: str) -> str:
             "characters): it is in no pool, so no budget would apply")
 
 
-def raw_name_problem(state: BudgetState, workload: Workload, index: int, name: str) -> str | None:
+def raw_name_problem(state: BudgetState, workload: Workload, name: str) -> str | None:
     """Why a `spec.gpus` entry naming only a device-plugin resource may not
     be written, or None: it reserves nothing and skips the class and vGPU
     gates, so it is refused where the namespace's pool has a GPU budget or
@@ -121,14 +121,17 @@ def workload_problems(state: BudgetState, workload: Workload):
     device-plugin names where they would bypass classes or budgets (item 3)."""
     if is_malformed_tenant_namespace(workload.namespace):
         yield _malformed_namespace(workload.namespace)
-    if workload.replicas_inverted is not None:
-        low, high = workload.replicas_inverted
-        yield Reason("spec.minReplicas", f"Invalid: spec.minReplicas {low} is more than spec.maxReplicas {high}")
-    for index, name in workload.raw_names:
-        problem = raw_name_problem(state, workload, index, name)
+    for prefix, low, high in workload.replicas_inverted:
+        yield Reason(f"{prefix}.minReplicas", f"Invalid: {inverted_message(prefix, low, high)}")
+    for path, name in workload.raw_names:
+        problem = raw_name_problem(state, workload, name)
         if problem is not None:
-            yield Reason(f"spec.gpus[{index}].name", problem)
+            yield Reason(f"{path}.name", problem)
     for entry in workload.entries:
         problem = named_device_problem(state, entry)
         if problem is not None:
-            yield Reason(f"spec.gpus[{entry.index}].name", problem)
+            yield Reason(f"{entry.path}.name", problem)
+
+
+def inverted_message(prefix: str, low: int, high: int) -> str:
+    return f"{prefix}.minReplicas {low} is more than {prefix}.maxReplicas {high}"
