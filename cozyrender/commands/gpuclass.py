@@ -75,7 +75,7 @@ def validate(files: tuple[str, ...], old_files: tuple[str, ...], crd_path: str |
 
     Exit 0 when all are valid, 1 when one is invalid, 2 on unreadable input.
     """
-    from cozyrender.gpuclass.kubecel import RuleCompileError
+    from cozyrender.kube.cel.environment import RuleCompileError
     from cozyrender.gpuclass.validation import CRD_PATH, CRDError, load_validator
 
     try:

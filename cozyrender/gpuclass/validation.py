@@ -13,10 +13,10 @@ API (used by `cozyrender gpuclass validate` and `cozyrender check`):
 
 Every rule of the CRD is compiled once, when the validator is first built,
 type-checked with `self` typed from the schema where it sits, as the API
-server does at CRD creation (`cozyrender.gpuclass.kubecel`, which also says
+server does at CRD creation (`cozyrender.kube.cel.environment`, which also says
 which of the API server's CEL libraries are registered); a rule that does
 not compile raises `RuleCompileError`, never admits. The API server's
-estimated-cost limits are not checked (see kubecel).
+estimated-cost limits are not checked (see cozyrender.kube.cel.environment).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError, TypedScope
-from cozyrender.gpuclass.kubecel_types import DeclType, decl_type, escape
+from cozyrender.kube.cel.environment import CompiledRule, RuleCompileError, RuleEvaluationError, TypedScope
+from cozyrender.kube.cel.types import DeclType, decl_type, escape
 from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, prune
 from cozyrender.kube.names import SUBDOMAIN_MESSAGE, is_dns1123_subdomain
 from cozyrender.kube.shape import join as join_path
