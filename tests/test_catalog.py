@@ -92,6 +92,13 @@ def test_a_malformed_quantity_in_the_state_is_bad_input(tmp_path):
 
 
 def test_no_classes_prints_only_the_header(tmp_path):
+    (tmp_path / "nodes.yaml").write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
+    result = CliRunner().invoke(catalog_command, ["--state", str(tmp_path)])
+    assert result.exit_code == 0 and result.stdout.startswith("NAME") and result.stdout.count("\n") == 1
+
+
+def test_an_empty_state_is_bad_input_not_an_empty_catalog(tmp_path):
+    """Issue 19 item 2: an empty (or unread) state must not answer green."""
     (tmp_path / "empty.yaml").write_text("")
     result = CliRunner().invoke(catalog_command, ["--state", str(tmp_path)])
-    assert result.exit_code == 0 and result.output.startswith("NAME") and result.output.count("\n") == 1
+    assert result.exit_code == 2 and "the state holds no object (1 file read" in result.output

@@ -7,7 +7,9 @@ import json
 
 import click
 
-from cozyrender.commands import emit, examples, fail, format_table, load_state, output_option
+from cozyrender.commands import (
+    emit, examples, fail, format_table, load_state, output_option, require_kinds, say_what_was_read,
+)
 
 
 @click.command("catalog", epilog=examples(
@@ -31,9 +33,12 @@ def command(state_paths: tuple[str, ...], output: str) -> None:
     objects = Objects()
     try:
         objects = load_state(state_paths)
+        require_kinds(objects, "object", why="the catalog lists the GPU classes of a cluster's objects "
+                      "(kubectl get nodes,pods,gpuclasses -A -o yaml)")
         rows = catalog_rows(objects)
     except (StateError, ShapeError) as err:
         fail(objects.describe(err))
+    say_what_was_read(objects)
     if output == "wide":
         click.echo(_wide(rows, objects), nl=False)
     elif output == "json":

@@ -14,7 +14,9 @@ import sys
 
 import click
 
-from cozyrender.commands import emit, examples, fail, load_state, plural, read_text, source_name
+from cozyrender.commands import (
+    emit, examples, fail, load_state, plural, read_text, require_kinds, say_what_was_read, source_name,
+)
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 
@@ -68,7 +70,13 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         gc.freeze()
         state = index_state(objects)
         if write_file is None:
+            # An audit without a Tenant has nothing to audit: green for want of input, so bad
+            # input instead. (A write needs none: the root tenant may be implicit, and a GPUClass
+            # write is checked against the classes alone.)
+            require_kinds(objects, "Tenant", why="an audit checks the tenants' budgets "
+                          "(kubectl get tenants,namespaces,resourcequotas,pods,... -A -o yaml)")
             findings = audit(state)
+            say_what_was_read(objects)
             _print_audit(findings, output)
             sys.exit(EXIT_REFUSED if any(f.severity == ERROR for f in findings) else EXIT_OK)
         written = parse_documents(read_text(write_file), source_name(write_file))
@@ -94,6 +102,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         note = (f"{', '.join(objects.excluded)} is also in --state: the state's copy is ignored "
                 "and the write is checked against the rest of the state")
         decision = Decision(decision.reasons, (note, *decision.warnings))
+    say_what_was_read(objects)
     if output in ("json", "yaml"):
         emit(decision.as_dict(), output)
     else:

@@ -21,7 +21,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from cozyrender.flux.errors import FluxError
 from cozyrender.flux.patches import is_owned
 from cozyrender.flux.stream import Document, Stream, read_file, read_text
-from cozyrender.yamlio import MERGE_TAG, SafeLoader
+from cozyrender.yamlio import SafeLoader, first_duplicate_key
 
 HELMRELEASE_KIND = "HelmRelease"
 HELMRELEASE_API = "helm.toolkit.fluxcd.io/v2"
@@ -233,15 +233,13 @@ def walk(node: Node, seen: set[int] | None = None):
 
 
 def _duplicate_key(root: Node) -> ScalarNode | None:
-    """The first scalar key a mapping holds twice (PyYAML would silently keep the last)."""
+    """The first key a mapping holds twice (the rule every reader shares,
+    `cozyrender.yamlio`; PyYAML would silently keep the last)."""
     for node in walk(root):
         if isinstance(node, MappingNode):
-            keys: set[tuple[str, str]] = set()
-            for key, _ in node.value:
-                if isinstance(key, ScalarNode) and key.tag != MERGE_TAG:
-                    if (key.tag, key.value) in keys:
-                        return key
-                    keys.add((key.tag, key.value))
+            found = first_duplicate_key(node)
+            if found is not None:
+                return found[1]
     return None
 
 

@@ -261,15 +261,23 @@ def _correlated_items(node: _SchemaNode, items: list, old_items) -> list:
 
 @cache
 def _validator_for(path: str, mtime_ns: int) -> CRDValidator:
+    from cozyrender.yamlio import SafeLoader, yaml_problem
+
     try:
         with open(path, encoding="utf-8") as handle:
-            crd = yaml.safe_load(handle)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise CRDError(f"{path}: cannot read: {err}") from None
+            crd = yaml.load(handle, Loader=SafeLoader)
+    except UnicodeDecodeError as err:
+        raise CRDError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except OSError as err:
+        raise CRDError(f"{path}: cannot read: {(err.strerror or str(err)).lower()}") from None
+    except yaml.YAMLError as err:
+        raise CRDError(f"{path}: not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(crd, Mapping):
         raise CRDError(f"{path}: not a CustomResourceDefinition")
     try:
         return CRDValidator(crd)
+    except CRDError as err:
+        raise CRDError(f"{path}: {err}") from None
     except (KeyError, TypeError, AttributeError) as err:
         raise CRDError(f"{path}: malformed CustomResourceDefinition ({err!r})") from None
     except jsonschema.SchemaError as err:

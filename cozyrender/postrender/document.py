@@ -8,7 +8,7 @@ Only chunks a rule may need get here; all of them were first checked by
 from __future__ import annotations
 
 import yaml
-from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from cozyrender.postrender.errors import EditError, PostRenderError
@@ -17,6 +17,7 @@ from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_ya
 from cozyrender.postrender.verify import Intent, check_edit
 from cozyrender.postrender.yamledit import STR_TAG, Editor, find_entry, is_null
 from cozyrender.yamlio import MERGE_TAG
+from cozyrender.yamlio import Constructor
 from cozyrender.yamlio import SafeLoader as Loader
 
 # Nodes a document may expand to through aliases before it counts as a bomb.
@@ -297,7 +298,7 @@ def construct(node: Node) -> object:
     SyntaxProblem for a value it refuses (a bad timestamp, a `!!binary`
     that is not base64, a number too long for int())."""
     try:
-        return SafeConstructor().construct_document(node)
+        return Constructor().construct_document(node)
     except ConstructorError as err:
         raise SyntaxProblem(f"unsupported YAML: {describe_yaml_error(err)}") from None
     except (ValueError, TypeError, OverflowError) as err:

@@ -2,7 +2,7 @@
 
 Each chunk is run through the parser's events to prove it is well-formed YAML
 holding at most one document, whose top level is a mapping without duplicate
-keys. Only chunks a rule needs (or that use aliases) are composed into trees.
+keys (the rule every reader shares: `cozyrender.yamlio`). Only chunks a rule needs (or that use aliases) are composed into trees.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from yaml.events import (
     SequenceStartEvent,
     StreamEndEvent,
 )
+
+from cozyrender.yamlio import duplicate_key_problem  # the rule every reader shares
 
 try:
     from yaml.cyaml import CParser as _Parser
@@ -83,7 +85,7 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
                 if keys is not None:
                     if expect_key:
                         if value in keys:
-                            raise SyntaxProblem(f"duplicate key {value!r}{_at(event)}")
+                            raise SyntaxProblem(f"{duplicate_key_problem(value)}{_at(event)}")
                         if value == _MERGE_KEY and event.implicit[0]:
                             _merge_key(event, keys)
                             needs_tree = True
