@@ -102,3 +102,36 @@ def test_an_empty_state_is_bad_input_not_an_empty_catalog(tmp_path):
     (tmp_path / "empty.yaml").write_text("")
     result = CliRunner().invoke(catalog_command, ["--state", str(tmp_path)])
     assert result.exit_code == 2 and "the state holds no object (1 file read" in result.output
+
+
+# ---------------------------------------------------------------- issue 19 item 3: the CRD's rules
+
+def _klass(name: str, **spec) -> dict:
+    base = {"vendor": "NVIDIA", "model": "A100", "mode": "passthrough", "memory": "40Gi",
+            "resourceName": f"nvidia.com/{name.lower().replace('_', '-')}", "sourceKind": "PCIHostDevice"}
+    body = {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": name}}
+    if spec.get("spec", True) is not None:
+        body["spec"] = {**base, **{k: v for k, v in spec.items() if k != "spec"}}
+    return body
+
+
+@pytest.mark.parametrize(("klass", "reason"), [
+    (_klass("Bad_Name"), "metadata.name: Invalid value: 'Bad_Name'"),
+    (_klass("negative", memory="-1Gi"), "spec.memory"),
+    (_klass("budget", resourceName="a100.gpuclass.cozystack.io/devices"), "spec.resourceName"),
+    (_klass("nospec", spec=None), "spec: Required value"),
+], ids=["name", "negative-memory", "budget-domain", "no-spec"])
+def test_a_class_the_crd_refuses_is_invalid_with_the_reason(klass, reason, tmp_path):
+    """The catalog showed these four as `ok`; it runs the CRD's rules now."""
+    good = _klass("good")
+    (tmp_path / "state.json").write_text(json.dumps({"kind": "List", "items": [good, klass]}))
+    table = CliRunner().invoke(catalog_command, ["--state", str(tmp_path)])
+    assert table.exit_code == 0, table.output
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert rows["good"].endswith("   ok")
+    assert f"INVALID ({reason}" in rows[klass["metadata"]["name"]], rows
+    wide = CliRunner().invoke(catalog_command, ["--state", str(tmp_path), "-o", "wide"])
+    assert f"INVALID ({reason}" in wide.stdout
+    data = json.loads(CliRunner().invoke(catalog_command, ["--state", str(tmp_path), "-o", "json"]).stdout)
+    by_name = {item["name"]: item for item in data["gpuClasses"]}
+    assert by_name["good"]["invalid"] is None and reason in by_name[klass["metadata"]["name"]]["invalid"]
