@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from cozyrender.cli import _click_main
 from cozyrender.commands.catalog import command as catalog_command
-from cozyrender.gpuclass.catalog import catalog_rows, render_table
+from cozyrender.gpuclass.catalog import catalog_rows
 from cozyrender.state import load_objects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +27,7 @@ GOLDEN = Path(__file__).parent / "data" / "gpuclass" / "catalog.golden.txt"
 
 
 def test_table_matches_the_golden_file():
-    table = render_table(catalog_rows(load_objects([EXAMPLE])))
+    table = CliRunner().invoke(catalog_command, ["--state", str(EXAMPLE)]).stdout
     if os.environ.get("COZYRENDER_UPDATE_GOLDEN"):
         GOLDEN.write_text(table)
         pytest.fail(f"wrote {GOLDEN}; review it and rerun without COZYRENDER_UPDATE_GOLDEN")
@@ -135,3 +135,17 @@ def test_a_class_the_crd_refuses_is_invalid_with_the_reason(klass, reason, tmp_p
     data = json.loads(CliRunner().invoke(catalog_command, ["--state", str(tmp_path), "-o", "json"]).stdout)
     by_name = {item["name"]: item for item in data["gpuClasses"]}
     assert by_name["good"]["invalid"] is None and reason in by_name[klass["metadata"]["name"]]["invalid"]
+
+
+# ---------------------------------------------------------------- issue 19 item 9: -o wide is more columns
+
+def test_wide_is_the_table_with_more_columns_not_more_lines():
+    table = CliRunner().invoke(catalog_command, ["--state", str(EXAMPLE)]).stdout.splitlines()
+    wide = CliRunner().invoke(catalog_command, ["--state", str(EXAMPLE), "-o", "wide"]).stdout.splitlines()
+    assert len(wide) == len(table)
+    assert wide[0].split() == ["NAME", "VENDOR/MODEL", "MODE/PROFILE", "MEMORY", "SOURCE", "LICENSE", "TOLERATIONS",
+                               "RESOURCE", "FREE", "ALLOCATABLE", "NODES", "STATUS"]
+    for narrow, broad in zip(table, wide):
+        assert broad.split()[:4] == narrow.split()[:4] and broad.split()[-1] == narrow.split()[-1]
+    starts = {line.index("STATUS") for line in wide[:1]}
+    assert all(len(line) >= min(starts) for line in wide[1:])  # every row reaches the STATUS column

@@ -291,18 +291,7 @@ def emit(data: Any, output: str) -> None:
         raise ValueError(f"emit writes json or yaml, not {output}")
 
 
-def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Iterable[str] = ()) -> str:
-    """An aligned table as kubectl prints one: columns three spaces apart, the
-    `right` columns right-aligned, no trailing spaces."""
-    lines = [tuple(headers), *(tuple(row) for row in rows)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-    aligned = set(right)
-    out = []
-    for line in lines:
-        cells = [cell.rjust(width) if header in aligned else cell.ljust(width)
-                 for cell, width, header in zip(line, widths, headers)]
-        out.append("   ".join(cells).rstrip())
-    return "\n".join(out) + "\n"
+from cozyrender.commands.columns import format_table  # noqa: E402  (the shared column formatter)
 
 
 def plural(count: int, word: str, words: str | None = None) -> str:

@@ -1,5 +1,6 @@
 """The GPU catalog: one row per class with its free units and conflict status,
-and its two spellings (an aligned terminal table, JSON for scripts).
+and its JSON spelling for scripts (the table for people is the command's,
+through the shared column formatter).
 
 Pure functions: objects in, rows and text out.
 """
@@ -94,19 +95,6 @@ def catalog_rows(objects: Iterable[Mapping], validate: Callable[[Mapping], str |
     return sorted(rows, key=lambda row: row.name)
 
 
-_HEADERS = ("NAME", "VENDOR/MODEL", "MODE/PROFILE", "MEMORY", "RESOURCE", "FREE", "ALLOCATABLE", "NODES", "STATUS")
-_RIGHT_ALIGNED = {"FREE", "ALLOCATABLE", "NODES"}
-
-
-def _cells(row: CatalogRow) -> tuple[str, ...]:
-    mode = f"{row.mode}/{row.profile}" if row.profile else row.mode
-    status = status_text(row)
-    return (
-        row.name, f"{row.vendor}/{row.model}", mode, row.memory, row.resource_name,
-        row.free_units, row.allocatable_units, str(row.eligible_nodes), status,
-    )
-
-
 def status_text(row: CatalogRow) -> str:
     """`INVALID (why)`, `CONFLICT (held by X)` or `ok`: what to fix first comes first."""
     if row.invalid:
@@ -114,20 +102,6 @@ def status_text(row: CatalogRow) -> str:
     if row.in_conflict:
         return f"CONFLICT (held by {row.conflict_holder})"
     return "ok"
-
-
-def render_table(rows: Iterable[CatalogRow]) -> str:
-    """An aligned table, as kubectl prints one; classes in conflict say who holds their resource."""
-    lines = [_HEADERS, *(_cells(row) for row in rows)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(_HEADERS))]
-    text = []
-    for line in lines:
-        cells = [
-            cell.rjust(width) if header in _RIGHT_ALIGNED else cell.ljust(width)
-            for cell, width, header in zip(line, widths, _HEADERS)
-        ]
-        text.append("   ".join(cells).rstrip())
-    return "\n".join(text) + "\n"
 
 
 def _number(units: str) -> int | str:
