@@ -136,6 +136,19 @@ def load_helmrelease_text(text: str, path: str = "<HelmRelease>", release: str |
     return select(read_text(text, path), release, namespace)
 
 
+def identities(stream: Stream) -> list[tuple[str | None, str | None]]:
+    """The release name and namespace of every HelmRelease in the file, in
+    file order (what `select` takes to pick each one)."""
+    out = []
+    for document in stream.documents:
+        data = stream.load(document)
+        if isinstance(data, dict) and data.get("kind") == HELMRELEASE_KIND:
+            name, namespace = release_identity(data)
+            metadata = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
+            out.append((name or _text(metadata.get("name")), namespace))
+    return out
+
+
 def select(stream: Stream, release: str | None = None, namespace: str | None = None
            ) -> HelmReleaseFile:
     """The HelmRelease meant: the file's only one, else the one whose release
