@@ -31,6 +31,7 @@ from tests.conftest import ROOT
 EXAMPLES = ROOT / "examples"
 CLASS = EXAMPLES / "cluster" / "gpuclasses.yaml"
 BUDGET_STATE = EXAMPLES / "budgets" / "state"
+LAUNCHER = ROOT / "bin" / "cozyrender"  # the installed `cozyrender` command (pyproject's script-files)
 CHART = ["tenant-a", str(ROOT / "charts" / "tenant"), "-n", "tenant-root"]
 
 # -- the commands, from the click group ----------------------------------------------
@@ -174,8 +175,16 @@ def test_every_command_answers_bad_input_in_one_voice(command, param, role, kind
     content = KINDS[kind]
     stdin = subprocess.DEVNULL
     if role == "stdin":
-        if kind == "directory":
-            pytest.skip("standard input a folder: see test_post_render_on_a_folder_is_one_line")
+        if kind == "directory":  # only the installed command can say it: Python stops before any code runs
+            folder = os.open(tmp_path, os.O_RDONLY)
+            try:
+                result = subprocess.run([str(LAUNCHER), *command.split()], stdin=folder, capture_output=True,
+                                        env={**os.environ, "PYTHONPATH": str(ROOT), "COZYRENDER_PYTHON": sys.executable},
+                                        timeout=120)
+            finally:
+                os.close(folder)
+            assert_one_voice(result, command, "standard input is a folder")
+            return
         assert_one_voice(_run(command.split(), content), command)
         return
     if role in ("folder", "chart"):
