@@ -191,10 +191,29 @@ def compose_text(text: str) -> Node | None:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        root = yaml.compose(text, Loader=Loader)
+        try:
+            root = yaml.compose(text, Loader=Loader)
+        except yaml.composer.ComposerError as err:
+            if "duplicate anchor" not in f"{err.context} {err.problem}":
+                raise
+            root = yaml.compose(text, Loader=_RedefiningLoader)
     except yaml.YAMLError as err:
         raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
     return None if is_null(root) else root
+
+
+class _RedefiningLoader(yaml.SafeLoader):
+    """Composes a document whose anchor is defined twice as YAML says (the
+    YAML test suite's 3GZX) and Helm's reader does: an alias refers to the
+    latest node with its anchor. PyYAML's composers (libyaml's too) refuse
+    such a document; this one, in Python, is used only for it."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None and not isinstance(event, yaml.events.AliasEvent):
+            self.anchors.pop(anchor, None)  # the new definition replaces the earlier one
+        return super().compose_node(parent, index)
 
 
 def kube_objects(document: Document) -> list[KubeObject]:

@@ -58,8 +58,9 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
 
     The one rule for every document, whether a rule reads it or not: one
     well-formed YAML document whose top level is a mapping, keys that are
-    scalars (a Kubernetes object is JSON: no complex keys) and unique, anchors
-    defined once, safe tags only, and values the safe constructor accepts.
+    scalars (a Kubernetes object is JSON: no complex keys) and unique, safe
+    tags only, and values the safe constructor accepts. (An anchor defined
+    twice is YAML: the document is composed, its aliases following the latest.)
     `after_end`: the chunk follows a `...` line, so its document must start
     with `---` (libyaml requires it there).
     """
@@ -162,12 +163,12 @@ def _properties(event, kind: type, anchors: dict) -> bool:
     document to be constructed (any explicit tag but !!str, !!map, !!seq)."""
     tag, anchor = event.tag, event.anchor
     if anchor is not None:
-        if anchor in anchors:
-            raise SyntaxProblem(
-                f"anchor &{anchor} is defined twice (lines {anchors[anchor][0]} and "
-                f"{event.start_mark.line + 1}); cozyrender requires unique anchors"
-            )
+        # Defined again, an anchor names the new node from there on (YAML's rule, and Helm's
+        # reader's): the document is composed (see `document.compose_text`), aliases follow.
+        redefined = anchor in anchors
         anchors[anchor] = (event.start_mark.line + 1, kind is ScalarEvent)
+        if redefined:
+            return True
     if tag is None:
         return False
     if tag not in SAFE_TAGS:
