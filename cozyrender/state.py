@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from cozyrender.gcpause import collector_paused
-from cozyrender.yamlio import MAX_INT_DIGITS, yaml_problem, Unsupported, iter_documents, load_all_bounded, loads_json
+from cozyrender.yamlio import MAX_INT_DIGITS, DuplicateKeyError, yaml_problem, Unsupported, iter_documents, load_all_bounded, loads_json
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -148,7 +148,7 @@ def _yaml_documents(stream, source: str, text_again, progress=None) -> list:
     try:
         try:
             return list(iter_documents(stream, progress))
-        except Unsupported:
+        except (Unsupported, DuplicateKeyError):  # a key twice: the safe loader also says where it was first
             return list(load_all_bounded(text_again()))
     except yaml.YAMLError as err:
         raise StateError(f"{source}: not valid YAML: {yaml_problem(err)}") from None
