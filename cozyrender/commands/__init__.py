@@ -14,7 +14,8 @@ conventions they share live here, so every command behaves the same way:
   kind), and a state without the kinds an answer needs is bad input
   (`require_kinds`), never a green answer over nothing;
 - one `-o/--output` vocabulary (`output_option`, `emit`): `table` (default,
-  for people), `wide`, `json`, `yaml`;
+  for people), `wide` (the same table with more columns), `json`, `yaml`;
+  tables through one formatter (`cozyrender.commands.columns`);
 - Helm's values flags (`values_options`, `user_values`): `-f/--values` (`-`
   too), `--set`, `--set-string`, `--set-json`, `--set-file`;
 - an example in every `--help` (`examples`).
@@ -289,9 +290,6 @@ def emit(data: Any, output: str) -> None:
         click.echo(dump_readable(data), nl=False)
     else:
         raise ValueError(f"emit writes json or yaml, not {output}")
-
-
-from cozyrender.commands.columns import format_table  # noqa: E402  (the shared column formatter)
 
 
 def plural(count: int, word: str, words: str | None = None) -> str:
