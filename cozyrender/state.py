@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from cozyrender.gcpause import collector_paused
-from cozyrender.yamlio import Unsupported, iter_documents, load_all_bounded
+from cozyrender.yamlio import MAX_INT_DIGITS, DuplicateKeyError, yaml_problem, Unsupported, iter_documents, load_all_bounded, loads_json
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
 
@@ -50,6 +50,7 @@ class Objects(list):
         self._starts: list[int] = []
         self._sources: list[str] = []
         self.excluded: list[str] = []
+        self.read: list[str] = []  # the files read, in order (the commands' `load_state` fills it)
 
     def add(self, source: str, objects: Iterable[dict]) -> None:
         self._starts.append(len(self))
@@ -77,13 +78,6 @@ class Objects(list):
         return f"{source}: {text}" if source else text
 
 
-def describe(self, err: Exception) -> str:
-        """`err` as one line, prefixed with the file of the object it names."""
-        obj = getattr(err, "obj", None)
-        source = self.source_of(obj) if isinstance(obj, Mapping) else None
-        return f"{source}: {err}" if source else str(err)
-
-
 def describe(err: Exception, *loaded: Objects) -> str:
     """`err` as one line, naming the file of its object when one of `loaded` holds it."""
     for objects in loaded:
@@ -106,26 +100,13 @@ def read_text(path: str | os.PathLike) -> str:
         raise StateError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
 
 
-def yaml_problem(err: yaml.YAMLError) -> str:
-    """A YAML error as `line L, column C: problem (context)`, on one line
-    (PyYAML's own text spans three, with a source excerpt)."""
-    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    problem = getattr(err, "problem", None)
-    context = getattr(err, "context", None)
-    if problem is None:
-        text = str(err)
-    else:
-        text = problem + (f" ({context})" if context else "")
-    text = " ".join(text.split())
-    return f"line {mark.line + 1}, column {mark.column + 1}: {text}" if mark is not None else text
-
-
 def iter_state_files(paths: Iterable[str | os.PathLike]) -> Iterator[Path]:
-    """The files named, and the YAML/JSON files below the folders named, in name order."""
+    """The files named, and the YAML/JSON files below the folders named (suffixes
+    in any letter case), in name order."""
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in YAML_SUFFIXES)
+            yield from sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in YAML_SUFFIXES)
         elif path.is_file():
             yield path
         else:
@@ -145,10 +126,10 @@ def _json_documents(text: str, source: str) -> list | None:
     """The one JSON document of `text`, or None when it is not JSON (YAML then:
     flow style, or an error worded as YAML's)."""
     try:
-        return [json.loads(text)]
+        return [loads_json(text)]
     except json.JSONDecodeError:
         return None
-    except (ValueError, RecursionError) as err:  # an integer of more than 4,300 digits; absurd nesting
+    except (ValueError, RecursionError) as err:  # a key twice, a number too long, absurd nesting
         raise StateError(f"{source}: unreadable JSON: {_value_problem(err)}") from None
 
 
@@ -156,8 +137,8 @@ def _value_problem(err: BaseException) -> str:
     if isinstance(err, RecursionError):
         return "nested too deeply"
     text = " ".join(str(err).split())
-    if "digits" in text:  # Python's bound on integer text (CVE-2020-10735)
-        return "a number has too many digits"
+    if "digits" in text and "sys.set_int_max_str_digits" in text:  # Python's bound on integer text
+        return f"a number is too long (at most {MAX_INT_DIGITS} digits)"
     return text
 
 
@@ -167,7 +148,7 @@ def _yaml_documents(stream, source: str, text_again, progress=None) -> list:
     try:
         try:
             return list(iter_documents(stream, progress))
-        except Unsupported:
+        except (Unsupported, DuplicateKeyError):  # a key twice: the safe loader also says where it was first
             return list(load_all_bounded(text_again()))
     except yaml.YAMLError as err:
         raise StateError(f"{source}: not valid YAML: {yaml_problem(err)}") from None

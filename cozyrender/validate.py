@@ -160,10 +160,10 @@ def validate_text(text: str, strict: bool = True) -> list[Finding]:
     """Validate every document of a multi-document YAML stream."""
     import yaml
 
-    from cozyrender.yamlio import SafeLoader
+    from cozyrender.yamlio import SafeLoader, yaml_problem
 
     try:
         objects = list(yaml.load_all(text, Loader=SafeLoader))
     except yaml.YAMLError as err:
-        return [Finding("?", f"invalid YAML: {' '.join(str(err).split())}")]
+        return [Finding("?", f"invalid YAML: {yaml_problem(err)}")]
     return validate_objects(objects, strict)

@@ -1,15 +1,208 @@
 """The YAML reader and writer every module shares: libyaml's safe loader
 where PyYAML was built with it (the same results, much faster), and a dumper
 for the YAML cozyrender writes for people to read (block style, multi-line
-strings as literal blocks, no line folding, keys in the order given)."""
+strings as literal blocks, no line folding, keys in the order given).
+
+One rule for every reader, post-render's included: **a mapping holds each
+key once.** Keys are compared by their text, as Kubernetes compares them
+once YAML is JSON (`1` and `"1"` are one key); a merge key `<<` is a key
+like any other. PyYAML (and JSON's `json.loads`) would keep the last value
+silently, so a GPUClass written with `kind:` twice, or two files run
+together without `---`, would be read as something nobody wrote. Every
+reader here refuses instead: `SafeLoader` (a `DuplicateKeyError`, a YAML
+error with the key's line), the streaming builder (`iter_documents`),
+`loads_json`, and post-render's event check (`duplicate_key_problem` is the
+wording all of them share)."""
 
 from __future__ import annotations
 
 import yaml
+from yaml.constructor import ConstructorError
+from yaml.nodes import MappingNode, ScalarNode
 
-SafeLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MERGE_TAG = "tag:yaml.org,2002:merge"
 INT_TAG = "tag:yaml.org,2002:int"
+# Python reads at most this many digits into an int (CVE-2020-10735); a longer
+# number is refused with these words, never Python's.
+MAX_INT_DIGITS = 4300
+
+
+def yaml_problem(err: yaml.YAMLError, line_offset: int = 0) -> str:
+    """A YAML error as `line L, column C: problem (context)`, on one line
+    (PyYAML's own text spans three, with a source excerpt); `line_offset`
+    lines are added where the text parsed was part of a file."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    problem = getattr(err, "problem", None)
+    context = getattr(err, "context", None)
+    if isinstance(err, DuplicateKeyError):
+        text = duplicate_key_problem(err.key) + (
+            f" (first at line {err.first_line + line_offset})" if err.first_line is not None else "")
+    elif problem is None:
+        text = str(err)
+    else:
+        text = problem + (f" ({context})" if context else "")
+    text = " ".join(text.split())
+    return f"line {mark.line + 1 + line_offset}, column {mark.column + 1}: {text}" if mark is not None else text
+
+
+# -- one rule for mapping keys -------------------------------------------------
+
+def duplicate_key_problem(key: str) -> str:
+    """How every reader words a key written twice in one mapping."""
+    return f"duplicate key {key!r}"
+
+
+class DuplicateKeyError(ConstructorError):
+    """A mapping holds a key twice: a YAML error whose `problem_mark` is the
+    second key's position (readers word it as they word any YAML error)."""
+
+    def __init__(self, key: str, mark, first_line: int | None = None) -> None:
+        where = f" (first at line {first_line})" if first_line is not None else ""
+        super().__init__(None, None, duplicate_key_problem(key) + where, mark)
+        self.key = key
+        self.first_line = first_line
+
+
+def first_duplicate_key(node: MappingNode) -> tuple[ScalarNode, ScalarNode] | None:
+    """The first scalar key of a composed mapping that repeats an earlier
+    one's text, with that earlier key; None when every key is unique."""
+    seen: dict[str, ScalarNode] = {}
+    for key, _ in node.value:
+        if isinstance(key, ScalarNode):
+            if key.value in seen:
+                return seen[key.value], key
+            seen[key.value] = key
+    return None
+
+
+def check_unique_keys(node: MappingNode) -> None:
+    """DuplicateKeyError for a composed mapping holding a key twice."""
+    found = first_duplicate_key(node)
+    if found is not None:
+        first, second = found
+        raise DuplicateKeyError(second.value, second.start_mark, first.start_mark.line + 1)
+
+
+class SafeLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """The safe loader (libyaml's parser when present), refusing a mapping
+    that holds a key twice and integers longer than MAX_INT_DIGITS digits,
+    in cozyrender's words."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, MappingNode):
+            check_unique_keys(node)
+        return super().construct_mapping(node, deep)
+
+
+def _checked_int(constructor, node) -> int:
+    """A YAML 1.1 integer as the safe loader reads it; one of more than
+    MAX_INT_DIGITS digits (or a sexagesimal one past MAX_SEXAGESIMAL_TEXT
+    characters, which would take quadratic time to build) is a YAML error
+    in cozyrender's words, before Python's own limit speaks."""
+    _int_bound(node)
+    return yaml.constructor.SafeConstructor.construct_yaml_int(constructor, node)
+
+
+def _int_bound(node: ScalarNode) -> None:
+    value = node.value
+    digits = sum(ch.isdigit() for ch in value) if len(value) > MAX_INT_DIGITS else 0
+    if digits > MAX_INT_DIGITS or (":" in value and len(value) > MAX_SEXAGESIMAL_TEXT):
+        raise ConstructorError(None, None, f"a number of {len(value)} characters is too long "
+                               f"(at most {MAX_INT_DIGITS} digits)", node.start_mark)
+
+
+SafeLoader.add_constructor(INT_TAG, _checked_int)
+
+
+class Constructor(yaml.constructor.SafeConstructor):
+    """The safe constructor alone (for node trees composed elsewhere), with
+    SafeLoader's integers."""
+
+
+Constructor.add_constructor(INT_TAG, _checked_int)
+
+
+def check_keys(text: str) -> None:
+    """A YAML error (DuplicateKeyError, or a ConstructorError for an integer
+    of more than MAX_INT_DIGITS digits) when the YAML `text` breaks a rule
+    every cozyrender reader keeps; text that is not YAML is left to whoever
+    parses it next (Helm's values reader, which keeps the last of two keys
+    silently and reads any number)."""
+    try:
+        nodes = list(yaml.compose_all(text, Loader=_BaseLoader))
+    except yaml.YAMLError:
+        return
+    seen: set[int] = set()
+    stack = [node for node in nodes if node is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            check_unique_keys(node)
+            stack.extend(item for pair in node.value for item in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif node.tag == INT_TAG:
+            _int_bound(node)
+
+
+class JSONProblem(ValueError):
+    """Unreadable JSON, in cozyrender's words, with a line where known."""
+
+
+def loads_json(text: str) -> object:
+    """`json.loads(text)`, but a key written twice in one object, a number
+    of more than MAX_INT_DIGITS digits and absurd nesting are JSONProblems
+    worded like every other reader's (`line N, column M: ...`);
+    json.JSONDecodeError for text that is not JSON."""
+
+    import json  # not at the top: post-render (Helm's hot path) imports this module, never JSON
+
+    def pairs(items: list) -> dict:
+        out: dict = {}
+        for key, value in items:
+            if key in out:
+                raise JSONProblem(_json_duplicate_where(text, key) + duplicate_key_problem(key))
+            out[key] = value
+        return out
+
+    try:
+        return json.loads(text, object_pairs_hook=pairs)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise JSONProblem("nested too deeply") from None
+    except ValueError as err:
+        if isinstance(err, JSONProblem):
+            raise
+        if "digits" in str(err):  # Python's bound on integer text
+            raise JSONProblem(f"a number is too long (at most {MAX_INT_DIGITS} digits)") from None
+        raise JSONProblem(" ".join(str(err).split())) from None
+
+
+def _json_duplicate_where(text: str, key: str) -> str:
+    """`line N, column M: ` of the second `key` in an object, found by
+    composing the JSON as YAML (JSON is YAML's flow style); empty when that
+    reading does not find it."""
+    try:
+        for node in yaml.compose_all(text, Loader=_BaseLoader):
+            stack = [node]
+            while stack:
+                current = stack.pop()
+                if isinstance(current, MappingNode):
+                    found = first_duplicate_key(current)
+                    if found is not None and found[1].value == key:
+                        mark = found[1].start_mark
+                        return f"line {mark.line + 1}, column {mark.column + 1}: "
+                    stack.extend(item for pair in current.value for item in pair)
+                elif isinstance(current, yaml.SequenceNode):
+                    stack.extend(current.value)
+    except yaml.YAMLError:
+        pass
+    return ""
 
 
 class ReadableDumper(yaml.SafeDumper):
@@ -47,21 +240,11 @@ MAX_SEXAGESIMAL_TEXT = 4300
 MAX_ALIAS_NODES = 1_000_000
 
 
-def _bounded_int(constructor, node) -> int:
-    """YAML 1.1 integers as the safe loader reads them, but a sexagesimal one
-    of more than MAX_SEXAGESIMAL_TEXT characters is refused (ValueError, as
-    Python refuses an integer of more than 4,300 digits) before it is built."""
-    value = node.value
-    if ":" in value and len(value) > MAX_SEXAGESIMAL_TEXT:
-        raise ValueError(f"a sexagesimal integer of {len(value)} characters has too many digits")
-    return yaml.constructor.SafeConstructor.construct_yaml_int(constructor, node)
+_bounded_int = _checked_int  # SafeLoader's integers: the bounds above, in cozyrender's words
 
 
 class BoundedLoader(SafeLoader):  # type: ignore[misc, valid-type]
-    """The safe loader with the bounds above (see `load_all_bounded`)."""
-
-
-BoundedLoader.add_constructor(INT_TAG, _bounded_int)
+    """The safe loader with the alias bound above (see `load_all_bounded`)."""
 
 
 def _children(node) -> list:
@@ -174,11 +357,13 @@ def iter_documents(stream, progress=None):
     chunks) as `yaml.load_all(stream, Loader=SafeLoader)` would give them,
     built from libyaml's events without a node tree. Raises Unsupported for
     anchors, aliases, explicit tags, merge keys and complex keys (load the
-    text with the safe loader then), yaml.YAMLError for invalid YAML.
+    text with the safe loader then), yaml.YAMLError for invalid YAML
+    (a DuplicateKeyError for a key written twice in one mapping; a key that
+    is not a string is left to the safe loader, which compares keys' text).
     `progress(position)` is called now and then with the character offset
     reached (for a progress line)."""
     events, resolvers, resolve = _stream_support()
-    parser = SafeLoader(stream)  # libyaml's parser when present: only its events are used
+    parser = _BaseLoader(stream)  # libyaml's parser when present: only its events are used
     try:
         yield from _documents(parser, events, resolvers, resolve, progress)
     finally:
@@ -212,7 +397,10 @@ def _documents(parser, events, resolvers, resolve, progress):
                 if event.implicit[0]:  # plain: resolve as the safe loader does
                     candidates = get_resolvers(value[:1])
                     if candidates:
-                        value = resolve(value, candidates)
+                        try:
+                            value = resolve(value, candidates)
+                        except ConstructorError as err:  # its node had no position: give the event's
+                            raise ConstructorError(None, None, err.problem, event.start_mark) from None
                 opened = False
             elif cls is mapping_start or cls is sequence_start:
                 if event.anchor is not None or (event.tag is not None and not event.implicit):
@@ -236,6 +424,10 @@ def _documents(parser, events, resolvers, resolve, progress):
                     if key is _NO_KEY:
                         if opened:
                             raise Unsupported("complex key")
+                        if value.__class__ is not str:  # 1, true, ~: compared by their text there
+                            raise Unsupported("a key that is not a string")
+                        if value in top:
+                            raise DuplicateKeyError(value, event.start_mark)
                         keys[-1] = value
                     else:
                         top[key] = value

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from cozyrender.cli import _click_main
 from cozyrender.commands.catalog import command as catalog_command
-from cozyrender.gpuclass.catalog import catalog_rows, render_table
+from cozyrender.gpuclass.catalog import catalog_rows
 from cozyrender.state import load_objects
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +27,7 @@ GOLDEN = Path(__file__).parent / "data" / "gpuclass" / "catalog.golden.txt"
 
 
 def test_table_matches_the_golden_file():
-    table = render_table(catalog_rows(load_objects([EXAMPLE])))
+    table = CliRunner().invoke(catalog_command, ["--state", str(EXAMPLE)]).stdout
     if os.environ.get("COZYRENDER_UPDATE_GOLDEN"):
         GOLDEN.write_text(table)
         pytest.fail(f"wrote {GOLDEN}; review it and rerun without COZYRENDER_UPDATE_GOLDEN")
@@ -92,6 +92,60 @@ def test_a_malformed_quantity_in_the_state_is_bad_input(tmp_path):
 
 
 def test_no_classes_prints_only_the_header(tmp_path):
+    (tmp_path / "nodes.yaml").write_text("apiVersion: v1\nkind: Node\nmetadata: {name: n}\n")
+    result = CliRunner().invoke(catalog_command, ["--state", str(tmp_path)])
+    assert result.exit_code == 0 and result.stdout.startswith("NAME") and result.stdout.count("\n") == 1
+
+
+def test_an_empty_state_is_bad_input_not_an_empty_catalog(tmp_path):
+    """Issue 19 item 2: an empty (or unread) state must not answer green."""
     (tmp_path / "empty.yaml").write_text("")
     result = CliRunner().invoke(catalog_command, ["--state", str(tmp_path)])
-    assert result.exit_code == 0 and result.output.startswith("NAME") and result.output.count("\n") == 1
+    assert result.exit_code == 2 and "the state holds no object (1 file read" in result.output
+
+
+# ---------------------------------------------------------------- issue 19 item 3: the CRD's rules
+
+def _klass(name: str, **spec) -> dict:
+    base = {"vendor": "NVIDIA", "model": "A100", "mode": "passthrough", "memory": "40Gi",
+            "resourceName": f"nvidia.com/{name.lower().replace('_', '-')}", "sourceKind": "PCIHostDevice"}
+    body = {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": name}}
+    if spec.get("spec", True) is not None:
+        body["spec"] = {**base, **{k: v for k, v in spec.items() if k != "spec"}}
+    return body
+
+
+@pytest.mark.parametrize(("klass", "reason"), [
+    (_klass("Bad_Name"), "metadata.name: Invalid value: 'Bad_Name'"),
+    (_klass("negative", memory="-1Gi"), "spec.memory"),
+    (_klass("budget", resourceName="a100.gpuclass.cozystack.io/devices"), "spec.resourceName"),
+    (_klass("nospec", spec=None), "spec: Required value"),
+], ids=["name", "negative-memory", "budget-domain", "no-spec"])
+def test_a_class_the_crd_refuses_is_invalid_with_the_reason(klass, reason, tmp_path):
+    """The catalog showed these four as `ok`; it runs the CRD's rules now."""
+    good = _klass("good")
+    (tmp_path / "state.json").write_text(json.dumps({"kind": "List", "items": [good, klass]}))
+    table = CliRunner().invoke(catalog_command, ["--state", str(tmp_path)])
+    assert table.exit_code == 0, table.output
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()[1:]}
+    assert rows["good"].endswith("   ok")
+    assert f"INVALID ({reason}" in rows[klass["metadata"]["name"]], rows
+    wide = CliRunner().invoke(catalog_command, ["--state", str(tmp_path), "-o", "wide"])
+    assert f"INVALID ({reason}" in wide.stdout
+    data = json.loads(CliRunner().invoke(catalog_command, ["--state", str(tmp_path), "-o", "json"]).stdout)
+    by_name = {item["name"]: item for item in data["gpuClasses"]}
+    assert by_name["good"]["invalid"] is None and reason in by_name[klass["metadata"]["name"]]["invalid"]
+
+
+# ---------------------------------------------------------------- issue 19 item 9: -o wide is more columns
+
+def test_wide_is_the_table_with_more_columns_not_more_lines():
+    table = CliRunner().invoke(catalog_command, ["--state", str(EXAMPLE)]).stdout.splitlines()
+    wide = CliRunner().invoke(catalog_command, ["--state", str(EXAMPLE), "-o", "wide"]).stdout.splitlines()
+    assert len(wide) == len(table)
+    assert wide[0].split() == ["NAME", "VENDOR/MODEL", "MODE/PROFILE", "MEMORY", "SOURCE", "LICENSE", "TOLERATIONS",
+                               "RESOURCE", "FREE", "ALLOCATABLE", "NODES", "STATUS"]
+    for narrow, broad in zip(table, wide):
+        assert broad.split()[:4] == narrow.split()[:4] and broad.split()[-1] == narrow.split()[-1]
+    starts = {line.index("STATUS") for line in wide[:1]}
+    assert all(len(line) >= min(starts) for line in wide[1:])  # every row reaches the STATUS column

@@ -404,3 +404,23 @@ def test_render_inputs_hold_without_the_schema(helm4: Path, tmp_path: Path, valu
                           capture_output=True, text=True)
     assert proc.returncode != 0 and proc.stdout == ""
     assert message in proc.stderr
+
+
+# -- issue 19 item 5: no `limits`/`requests` key in resourceQuotas -------------------------------------
+# Cozystack's tenant chart (3c780acd) renders the quota through cozy-lib's resources.sanitize
+# (packages/library/cozy-lib/templates/_resources.tpl), which stops on a `limits` or `requests` key.
+
+@pytest.mark.parametrize("quotas", [{"limits": "1", "cpu": 1}, {"requests": "2"}, {"limits": "1", "requests": "1"}])
+def test_a_limits_or_requests_key_stops_the_render(quotas, helm3: Path, tmp_path: Path):
+    with pytest.raises(RenderError, match=r"resourceQuotas\.(limits|requests): resourceQuotas maps resource names"):
+        objs({"resourceQuotas": quotas})
+    values = tmp_path / "values.yaml"
+    values.write_text(json.dumps({"resourceQuotas": quotas}))
+    proc = subprocess.run([str(helm3), "template", "tenant-a", str(TENANT), "-n", "tenant-root", "-f", str(values)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "is not a resource name" in proc.stderr and proc.stdout == ""
+
+
+def test_a_key_spelled_limits_dot_x_still_renders_as_cozystack_renders_it():
+    (quota,) = by(objs({"resourceQuotas": {"limits.cpu": "1"}}), "ResourceQuota").values()
+    assert quota["spec"]["hard"] == {"requests.limits.cpu": "1", "limits.limits.cpu": "1"}

@@ -379,13 +379,14 @@ def test_command_reports_bad_input_in_one_line(tmp_path: Path) -> None:
     chart.mkdir()
     (chart / "values.yaml").write_text("## @param {Nope} x - y\nx: 1\n")
     proc = cli(str(chart))
-    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.returncode == 2 and proc.stdout == ""  # bad input (issue 19 item 8: it was `Error: ...`, exit 1)
+    assert proc.stderr.startswith("cozyrender chart docs: error: ")
     assert proc.stderr.strip().endswith("values.yaml:1: unknown type 'Nope' for x")
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     (chart / "values.yaml").write_text("## @param {string} x - y\nx: a\n")
     (chart / "values.schema.overlay.json").write_text("{nope")
     proc = cli(str(chart))
-    assert proc.returncode == 1 and "invalid JSON" in proc.stderr
+    assert proc.returncode == 2 and "invalid JSON" in proc.stderr
     empty = tmp_path / "empty"
     empty.mkdir()
     assert "no values.yaml" in cli(str(empty)).stderr

@@ -104,7 +104,7 @@ def test_a_long_sexagesimal_integer_is_bad_input(tmp_path, anchored):
     (tmp_path / "hostile.yaml").write_text(hostile)
     state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
     _bad_input(_invoke("--state", str(state), str(tmp_path / "hostile.yaml")),
-               "hostile.yaml", "a number has too many digits")
+               "hostile.yaml", "too long (at most 4300 digits)")
 
 
 # -- finding 4: a tenant namespace's vGPU label disagreeing with the Tenants -------

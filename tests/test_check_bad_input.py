@@ -86,7 +86,7 @@ def test_a_gpuclass_write_with_metadata_not_an_object_is_bad_input(tmp_path):
 
 def test_a_gpuclass_write_with_a_wrong_spec_is_refused_by_the_crd(tmp_path):
     # Decodable but invalid: the API server refuses it (exit 1), as the CRD says.
-    result = run_check(tmp_path, [tenant("a"), A_CLASS], _with(A_CLASS, ("spec",), 5))
+    result = run_check(tmp_path, [tenant("a"), A_CLASS], _with(A_CLASS, ("spec",), 5), "-o", "text")
     assert result.exit_code == 1 and "spec: Invalid" in result.output, result.output
 
 

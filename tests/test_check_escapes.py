@@ -246,9 +246,9 @@ def test_item8_a_hostile_number_in_the_write_is_bad_input(tmp_path, write, field
 def test_item8_numbers_past_the_parsers_digit_limit_are_bad_input(tmp_path):
     (tmp_path / "s.yaml").write_text(f"apiVersion: {APPS}\nkind: Tenant\nmetadata: {{name: a, namespace: tenant-root}}\n"
                                      f"spec: {{resourceQuotas: {{cpu: {'9' * 5000}}}}}\n")
-    _bad_input(_invoke("--state", str(tmp_path / "s.yaml")), "s.yaml", "too many digits")
+    _bad_input(_invoke("--state", str(tmp_path / "s.yaml")), "s.yaml", "too long (at most 4300 digits)")
     (tmp_path / "s.json").write_text('{"kind": "Tenant", "spec": {"x": ' + "9" * 5000 + "}}")
-    _bad_input(_invoke("--state", str(tmp_path / "s.json")), "s.json", "too many digits")
+    _bad_input(_invoke("--state", str(tmp_path / "s.json")), "s.json", "too long (at most 4300 digits)")
 
 
 # -- item 9: raising a value is never worse than keeping it -------------------------

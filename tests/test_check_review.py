@@ -55,7 +55,7 @@ def _r2_state() -> list[dict]:
 
 @pytest.mark.parametrize("quotas", [{}, None], ids=["empty-map", "no-map"])
 def test_r2_dropping_the_only_key_returns_reservations_to_the_parent_pool(tmp_path, quotas):
-    result = run_check(tmp_path, _r2_state(), tenant("b", "tenant-a", quotas=quotas))
+    result = run_check(tmp_path, _r2_state(), tenant("b", "tenant-a", quotas=quotas), "-o", "text")
     assert result.exit_code == 1, result.output
     assert result.output.splitlines()[0] == "refused"
     assert ("spec.resourceQuotas: Forbidden: declaring no quotas returns the tenant's pool to pool tenant-a, "

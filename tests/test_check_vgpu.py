@@ -61,7 +61,7 @@ def test_state_without_classes_refuses_every_class_and_still_checks_budgets(tmp_
 
 def test_the_reviewers_no_gpuclass_case_through_the_cli(tmp_path):
     state = [tenant("a", vgpu=False), root_namespace("false")]
-    result = run_check(tmp_path, state, vm("tenant-a", "v", [{"class": "grid-a100-4c", "count": 1}]))
+    result = run_check(tmp_path, state, vm("tenant-a", "v", [{"class": "grid-a100-4c", "count": 1}]), "-o", "text")
     assert result.exit_code == 1 and result.output.splitlines()[0] == "refused"
     assert "spec.gpus[0].class: Invalid: GPU class 'grid-a100-4c': the state holds no GPUClass objects" in result.output
     assert "kubectl get gpuclasses -o yaml" in result.output and "Traceback" not in result.output
@@ -148,7 +148,7 @@ def test_gpuclass_write_that_would_conflict_warns(tmp_path):
 
 
 def test_text_output_of_a_refusal(tmp_path):
-    result = run_check(tmp_path, _vgpu_state("false"), _vgpu_vm("tenant-a"))
+    result = run_check(tmp_path, _vgpu_state("false"), _vgpu_vm("tenant-a"), "-o", "text")
     assert result.exit_code == 1
     assert result.output.startswith("refused\n  spec.gpus[0].class: Forbidden: GPU class 'a100-4c' is a vGPU class")
 

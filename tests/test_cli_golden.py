@@ -58,12 +58,12 @@ def test_capabilities_per_case(tmp_path):
         "r": {"kube": "v1.31.2", "port": "80"}, "r-gpu": {"gated": "yes"}}
     numeric = suite(tmp_path / "n", {"c": CASE + "kube_version: 1.30\n"})
     result = golden(numeric)
-    assert result.returncode == 1 and "'kube_version' is a string; quote it" in result.stderr
+    assert result.returncode == 2 and "'kube_version' is a string; quote it" in result.stderr
 
 
 def test_junit_and_json_for_ci(tmp_path):
-    root = suite(tmp_path, {"good": CASE, "changed": CASE, "broken": CASE.replace("namespace", "namespaces")})
-    assert golden(root, "--update").returncode == 1  # the broken case fails even when updating
+    root = suite(tmp_path, {"good": CASE, "changed": CASE})
+    assert golden(root, "--update").returncode == 0
     (root / "changed" / "values.yaml").write_text("port: 81\n")
     (root / "changed" / "case.yaml").write_text(CASE + "values: [values.yaml]\n")
     (root / "stale.yaml").write_text("x: 1\n")
@@ -71,23 +71,34 @@ def test_junit_and_json_for_ci(tmp_path):
     junit = tmp_path / "report.xml"
     result = golden(root, "--junit", junit)
     assert result.returncode == 1
-    assert "2 cases, 2 failed, 1 stale file" in result.stdout, result.stdout
+    assert "2 cases, 1 failed, 1 stale file" in result.stdout, result.stdout
     tree = ET.parse(junit).getroot()
-    assert tree.tag == "testsuites" and tree.get("tests") == "4"
-    assert (tree.get("failures"), tree.get("errors")) == ("2", "1")
+    assert tree.tag == "testsuites" and tree.get("tests") == "3"
+    assert (tree.get("failures"), tree.get("errors")) == ("2", "0")
     cases = {c.get("name"): c for c in tree.iter("testcase")}
-    assert set(cases) == {"good", "changed", "broken", "stale file raw.yaml"}
+    assert set(cases) == {"good", "changed", "stale file raw.yaml"}
     assert cases["good"].find("failure") is None and float(cases["good"].get("time")) > 0
     failure = cases["changed"].find("failure")
     assert failure is not None and "+  port: '81'" in failure.text and "object differs" in failure.get("message")
-    error = cases["broken"].find("error")
-    assert error is not None and "did you mean 'namespace'?" in error.get("message")
     as_json = json.loads(golden(root, "-o", "json").stdout)
-    assert as_json["ok"] is False and as_json["summary"] == {"cases": 2, "failed": 2, "stale": 1}
+    assert as_json["ok"] is False and as_json["summary"] == {"cases": 2, "failed": 1, "stale": 1}
     assert {c["name"]: c["ok"] for c in as_json["cases"]} == {"good": True, "changed": False}
-    assert as_json["stale"] == ["raw.yaml"] and "did you mean 'namespace'?" in as_json["errors"][0]
+    assert as_json["stale"] == ["raw.yaml"] and as_json["errors"] == []
     as_yaml = yaml.safe_load(golden(root, "-o", "yaml").stdout)
     assert {k: v for k, v in as_yaml.items() if k != "cases"} == {k: v for k, v in as_json.items() if k != "cases"}
+
+
+def test_unreadable_cases_are_bad_input_and_nothing_runs(tmp_path):
+    """Issue 19 item 8: five unloadable cases were summarised as "0 cases, 5 failed"."""
+    root = suite(tmp_path, {"good": CASE, **{f"broken{i}": CASE.replace("namespace", "namespaces")
+                                             for i in range(5)}})
+    for args in ((), ("-o", "json"), ("--junit", str(tmp_path / "j.xml")), ("--update",)):
+        result = golden(root, *args)
+        assert result.returncode == 2 and result.stdout == "", (args, result.stdout)
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("cozyrender golden: error: ")
+        assert "broken0/case.yaml: unknown key 'namespaces' (did you mean 'namespace'?)" in result.stderr
+        assert "(and 4 other cases that cannot be read)" in result.stderr
+    assert not (root / "good" / "raw.yaml").exists() and not (tmp_path / "j.xml").exists()
 
 
 def test_dot_files_are_ignored_and_plurals_are_right(tmp_path):
@@ -104,12 +115,12 @@ def test_empty_folder_and_missing_chart_say_why(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     result = golden(empty)
-    assert result.returncode == 1
+    assert result.returncode == 2 and result.stdout == "" and result.stderr.count("\n") == 1
     assert "cozyrender golden: error: no cases under" in result.stderr
     assert "a case is a folder holding a case.yaml" in result.stderr
     missing = suite(tmp_path / "m", {"c": "chart: charts/nope\nrelease: r\nnamespace: ns\n"})
     result = golden(missing)
-    assert result.returncode == 1 and "chart 'charts/nope' not found: no folder with a Chart.yaml" in result.stderr
+    assert result.returncode == 2 and "chart 'charts/nope' not found: no folder with a Chart.yaml" in result.stderr
     not_a_folder = golden(tmp_path / "nothing-here")
     assert not_a_folder.returncode == 2
     assert not_a_folder.stderr == f"cozyrender golden: error: {tmp_path / 'nothing-here'}: no such folder\n"

@@ -464,3 +464,19 @@ def test_release_the_post_render_leaves_alone_loses_its_entry(tmp_path):
     assert code == 0 and err == f"{path}: removed the cozyrender entry (the post-render changes nothing)\n"
     assert flux.load_helmrelease(path).post_renderers() == []
     assert run(str(chart), "--helmrelease", str(path), "--check")[0] == 0
+
+
+# ---------------------------------------------------------------- issue 19 item 11: --check over every release
+
+def test_check_without_release_checks_every_helmrelease_one_line_each(tmp_path):
+    code, out, err = run("-f", str(PARENT), "--chart-dir", str(ROOT), "--helmrelease", str(TENANTS), "--check")
+    assert (code, out) == (0, ""), err
+    assert err.splitlines() == [f"{TENANTS}: tenant-root/tenant-b: in sync", f"{TENANTS}: tenant-root/tenant-c: in sync"]
+    path = tmp_path / "tenants.yaml"
+    path.write_text(strip_owned(TENANTS.read_text(), "tenant-c"))
+    code, out, err = run("-f", str(PARENT), "--chart-dir", str(ROOT), "--helmrelease", str(path), "--check")
+    assert code == 1 and "tenant-c" in out and "tenant-b" not in out.replace("tenant-b-", "")
+    assert err.splitlines() == [
+        f"{path}: tenant-root/tenant-b: in sync", f"{path}: tenant-root/tenant-c: out of date",
+        f"{path}: 1 of 2 HelmReleases out of date; run the same command with RELEASE and without --check for each"]
+    assert path.read_text() == strip_owned(TENANTS.read_text(), "tenant-c")  # --check writes nothing

@@ -325,8 +325,8 @@ HR = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  nam
 
 
 @pytest.mark.parametrize("spec, message", [
-    ("spec:\n  interval: 5m\n  interval: 10m\n", "line 7: the HelmRelease has the key 'interval' twice"),
-    ("spec:\n  values:\n    a: 1\n    a: 2\n", "key 'a' twice"),
+    ("spec:\n  interval: 5m\n  interval: 10m\n", "line 7, column 3: duplicate key 'interval' (first at line 6)"),
+    ("spec:\n  values:\n    a: 1\n    a: 2\n", "duplicate key 'a'"),
     ("spec:\n  postRenderers: [5, {kustomize: 3}]\n", "spec.postRenderers[0] is not a mapping"),
     ("spec:\n  postRenderers:\n    - kustomize: 3\n", "spec.postRenderers[0].kustomize is not a mapping"),
     ("spec:\n  postRenderers:\n    - {}\n    - kustomize: [1]\n",

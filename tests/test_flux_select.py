@@ -94,11 +94,13 @@ def test_text_that_looks_like_a_helmrelease_is_not_one():
     assert release.where.number == 2 and release.release["kind"] == "HelmRelease"
 
 
-def test_selection_is_checked_after_it_is_made():
+def test_a_key_twice_anywhere_in_the_file_refuses_the_file():
+    """Issue 19 item 1: kustomize (go-yaml v3) refuses the whole file, so does
+    cozyrender, whichever release is selected."""
     text = "---\n" + hr("tenant-a") + "---\n" + hr("tenant-b", spec="  x: 1\n  x: 2\n")
-    assert flux.load_helmrelease_text(text, release="tenant-a").label() == "tenant-root/tenant-a"
-    with pytest.raises(flux.FluxError, match="line 17: the HelmRelease has the key 'x' twice"):
-        flux.load_helmrelease_text(text, release="tenant-b")
+    for release in ("tenant-a", "tenant-b"):
+        with pytest.raises(flux.FluxError, match="document 2 is not YAML: line 17, column 3: duplicate key 'x'"):
+            flux.load_helmrelease_text(text, release=release)
 
 
 def test_a_helmrelease_without_namespace_matches_any_namespace():

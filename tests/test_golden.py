@@ -194,7 +194,7 @@ def test_bad_case_file_is_reported(tmp_path: Path) -> None:
     cases = make_cases(tmp_path)
     (cases / "one" / "case.yaml").write_text("chart: charts/demo\nrelease: r\nnamespaces: x\n")
     report = golden.run_golden(cases, post_render=identity)
-    assert not report.ok and "unknown key 'namespaces' (did you mean 'namespace'?)" in report.errors[0]
+    assert not report.ok and "unknown key 'namespaces' (did you mean 'namespace'?)" in report.bad_input[0]
 
 
 def test_cli_exit_codes(tmp_path: Path) -> None:
@@ -218,8 +218,8 @@ def test_a_folder_without_cases_fails(tmp_path):
 
     report = run_golden(tmp_path)
     assert not report.ok
-    assert len(report.errors) == 1 and report.errors[0].startswith(f"no cases under {tmp_path}: ")
-    assert "a case is a folder holding a case.yaml" in report.errors[0]
+    assert len(report.bad_input) == 1 and report.bad_input[0].startswith(f"no cases under {tmp_path}: ")
+    assert "a case is a folder holding a case.yaml" in report.bad_input[0]
 
 
 # ---------------------------------------------------------------- expect_error
@@ -295,7 +295,7 @@ def test_expect_error_must_be_a_string(tmp_path: Path, value: str) -> None:
     case = error_case(cases, "x")
     (case / "case.yaml").write_text((case / "case.yaml").read_text().replace('"x"', value))
     report = golden.run_golden(cases, post_render=identity)
-    assert any("'expect_error' is a non-empty string" in e for e in report.errors)
+    assert any("'expect_error' is a non-empty string" in e for e in report.bad_input)
 
 
 def test_cli_reports_error_cases(tmp_path: Path) -> None:

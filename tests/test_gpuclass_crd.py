@@ -12,7 +12,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cozyrender.gpuclass.kubecel import CompiledRule
+from cozyrender.kube.cel.environment import CompiledRule
 from cozyrender.gpuclass.validation import CRD_PATH
 from cozyrender.keys import in_budget_domain, is_class_name
 
@@ -125,8 +125,8 @@ def test_every_shipped_rule_compiles_as_the_api_server_declares_cel(crd):
     """Each rule type-checks with self typed from its schema node and the
     libraries declared as the 1.35 API server declares them (the
     validator compiles them that way; this names each rule)."""
-    from cozyrender.gpuclass.kubecel import TypedScope
-    from cozyrender.gpuclass.kubecel_types import decl_type
+    from cozyrender.kube.cel.environment import TypedScope
+    from cozyrender.kube.cel.types import decl_type
     from cozyrender.gpuclass.validation import CRDValidator
 
     validator = CRDValidator(crd)
@@ -155,7 +155,7 @@ def test_every_shipped_rule_compiles_as_the_api_server_declares_cel(crd):
 def test_a_rule_the_api_server_would_refuse_fails_the_offline_check(crd, rule, where, reason):
     """Typed from the schema, as at CRD creation: an undeclared field or a
     type mismatch does not compile (with self dyn, both would have)."""
-    from cozyrender.gpuclass.kubecel import RuleCompileError
+    from cozyrender.kube.cel.environment import RuleCompileError
     from cozyrender.gpuclass.validation import CRDValidator
 
     broken = yaml.safe_load(CRD_PATH.read_text())

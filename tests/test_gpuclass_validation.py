@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cozyrender.gpuclass.kubecel import RuleCompileError
+from cozyrender.kube.cel.environment import RuleCompileError
 from cozyrender.gpuclass.validation import (
     CRD_PATH,
     RULES_NOT_CHECKED,

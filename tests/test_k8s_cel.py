@@ -1,6 +1,6 @@
 """The API server's CEL quantity library table (apiserver pkg/cel/library/quantity_test.go)
 and cel-go's strings extension tables (ext/strings_test.go at v0.26.0), run in
-cozyrender.gpuclass.kubecel's environment."""
+cozyrender.kube.cel.environment's environment."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cozyrender.gpuclass.kubecel import Expression, RuleCompileError, RuleEvaluationError, quantity_value
+from cozyrender.kube.cel.environment import Expression, RuleCompileError, RuleEvaluationError, quantity_value
 from cozyrender.kube.quantity import parse
 from tests.k8s_tables import load
 

@@ -117,8 +117,10 @@ def test_in_place_resize_counts_the_larger_of_spec_running_and_allocated():
     pod["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
     assert effective_pod_resources(pod) == {"cpu": 3, "memory": 2 * 2**30}   # spec left out
     assert effective_pod_resources(pod, "limits") == {"cpu": 1}              # running limits only
-    del pod["status"]["containerStatuses"][0]["resources"]                   # no running figures: spec
-    assert effective_pod_resources(pod) == {"cpu": 1, "memory": 2**30}
+    del pod["status"]["containerStatuses"][0]["resources"]                   # no running figures: allocated
+    assert effective_pod_resources(pod) == {"cpu": 3}
+    del pod["status"]["conditions"]                                         # feasible again: spec counts too
+    assert effective_pod_resources(pod) == {"cpu": 3, "memory": 2**30}
 
 
 def test_overhead_is_not_added_to_a_zero_limit():
@@ -144,6 +146,7 @@ def test_resize_and_pod_level_rule(spec, running, allocated, infeasible, pod_lev
     """A resized container counts the largest of its spec, running and
     allocated requests (spec left out while Infeasible); a pod-level cpu
     request replaces the containers' figure; overhead is added last."""
+    # (one container: the max of sums is the max of its figures)
     p = _pod([{"name": "a", "resources": {"requests": {"cpu": str(spec)}}}], overhead={"cpu": "1"})
     status = {"name": "a"}
     if running is not None:
@@ -155,11 +158,27 @@ def test_resize_and_pod_level_rule(spec, running, allocated, infeasible, pod_lev
         p["status"]["conditions"] = [{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]
     if pod_level is not None:
         p["spec"]["resources"] = {"requests": {"cpu": str(pod_level)}}
-    if running is None:  # no running figures reported: the spec alone
-        expected = spec
-    else:
-        candidates = [running] + ([allocated] if allocated is not None else []) + ([] if infeasible else [spec])
-        expected = max(candidates)
+    # the running figure: reported, else allocated, else the spec (nothing while Infeasible)
+    actuated = running if running is not None else allocated if allocated is not None else (
+        None if infeasible else spec)
+    allocated_figure = allocated if allocated is not None else (None if infeasible else spec)
+    candidates = [c for c in (actuated, allocated_figure, None if infeasible else spec) if c is not None]
+    expected = max(candidates, default=0)
     if pod_level is not None:
         expected = pod_level
     assert effective_pod_resources(p)["cpu"] == expected + 1
+
+
+@given(specs=st.lists(_CPU, min_size=1, max_size=4), data=st.data(), side=st.sampled_from(["requests", "limits"]))
+def test_resized_containers_count_the_max_of_sums_not_the_sum_of_maxes(specs, data, side):
+    """Issue 19 item 5: Kubernetes sums the spec figures and the running
+    figures over the containers, then takes the larger sum per resource."""
+    running = [data.draw(st.none() | _CPU) for _ in specs]
+    containers = [{"name": f"c{i}", "resources": {side: {"cpu": str(spec)}}} for i, spec in enumerate(specs)]
+    statuses = [{"name": f"c{i}", **({"resources": {side: {"cpu": str(r)}}} if r is not None else {})}
+                for i, r in enumerate(running)]
+    pod = _pod(containers)
+    pod["status"] = {"containerStatuses": statuses}
+    spec_sum = sum(specs)
+    running_sum = sum(r if r is not None else spec for r, spec in zip(running, specs))
+    assert effective_pod_resources(pod, side)["cpu"] == max(spec_sum, running_sum)

@@ -7,6 +7,8 @@ from __future__ import annotations
 import base64
 import sys
 
+from pathlib import Path
+
 import pytest
 import yaml
 
@@ -233,7 +235,6 @@ def test_lone_cr_in_a_document_a_rule_edits_stays_a_clear_error():
 @pytest.mark.parametrize(
     ("body", "problem"),
     [
-        ("a: &x 1\nb: &x 2\n", "anchor &x is defined twice (lines 3 and 4)"),
         ("? [a, b]\n: c\n", "a mapping key that is a sequence is not supported"),
         ("? {a: b}\n: c\n", "a mapping key that is a mapping is not supported"),
         ("a: &s [1]\n*s : c\n", "a mapping key that is an alias of a collection"),
@@ -251,6 +252,32 @@ def test_every_document_is_held_to_the_same_rule(kind, body, problem):
         post_render(data.encode())
     assert problem in err.value.message
     assert "\n" not in err.value.message
+
+
+YAML_SUITE = Path(__file__).parent / "data" / "yaml-test-suite"
+
+
+@pytest.mark.parametrize("kind", ["ConfigMap", "Namespace", "ResourceQuota"])
+def test_an_anchor_defined_twice_is_yaml_and_passes_where_no_rule_edits(kind):
+    """Issue 19 item 5: the YAML test suite's 3GZX (an anchor defined again
+    names the new node) is valid YAML that Helm reads; it was refused."""
+    suite = (YAML_SUITE / "3GZX" / "in.yaml").read_bytes()
+    assert post_render(suite).output == suite
+    data = f"kind: {kind}\nmetadata: {{name: x}}\ndata:\n".encode() + b"".join(
+        b"  " + line + b"\n" for line in suite.splitlines())
+    assert post_render(data).output == data
+    # what the rules read follows the latest definition, as Helm's reader does
+    from cozyrender.postrender.document import compose_text, construct
+
+    assert construct(compose_text(suite.decode()))["Reuse anchor"] == "Bar"
+
+
+def test_an_anchor_defined_twice_in_a_document_a_rule_edits_is_refused_when_aliased():
+    data = (b"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: tenant-a\n  annotations:\n"
+            b"    render.cozystack.io/vgpu-requested: &t \"true\"\n    render.cozystack.io/vgpu-parent: &t \"true\"\n"
+            b"    other: *t\n")
+    with pytest.raises(PostRenderError, match="alias"):
+        post_render(data)
 
 
 def test_a_kind_named_only_in_a_comment_changes_nothing():

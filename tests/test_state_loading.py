@@ -22,8 +22,7 @@ CASES = [
     "a: yes\nb: No\nc: off\nd: 0x1F\ne: 0o17\nf: 1_000\ng: .inf\nh: -.5\ni: 1e3\nj: 1.0e3\nk: 0b101\n",
     "---\n---\na: 1\n...\n---\n- 1\n- [a, {b: c}]\n- {}\n- []\n",
     "a:\n  - b: 1\n    c:\n      d: |\n        text\n        more\n      e: >\n        folded\n",
-    "a: 1\na: 2\n",  # duplicate keys: the safe loader keeps the last
-    "? a\n: 1\n~: null key\n1: int key\ntrue: bool key\n",
+    "? a\n: 1\nb: explicit key\n",
     "",
     "# only a comment\n",
     "x: \"quoted\\ttab\"\ny: 'single'\nz: plain text, with words\n",
@@ -33,6 +32,7 @@ FALLBACK = [
     "base: &b {x: 1}\nother:\n  <<: *b\n  y: 2\n",
     "a: !!str 5\n",
     "a: !!binary aGVsbG8=\n",
+    "~: null key\n1: int key\ntrue: bool key\n",  # keys that are not strings: compared by their text there
     "? [a, b]\n: 1\n",
 ]
 UNHASHABLE = FALLBACK[-1]  # the safe loader refuses it: an error naming the file
@@ -94,9 +94,51 @@ def test_a_kubectl_list_loads_streamed_and_matches_json(tmp_path):
     assert list(load_objects([tmp_path / "s.yaml"])) == list(load_objects([tmp_path / "s.json"])) == items
 
 
+DUPLICATES = [  # (text, the key, the line of its second occurrence)
+    ("a: 1\na: 2\n", "a", 2),
+    ("kind: Tenant\nmetadata:\n  name: a\n  name: b\n", "name", 4),
+    ("x: &a 1\ny: *a\nx: 3\n", "x", 3),          # left to the safe loader (an alias), refused there too
+    ("1: a\n'1': b\n", "1", 2),                    # one key once YAML is JSON
+    ("? a\n: 1\na: 2\n", "a", 3),
+    ("- {k: 1, k: 2}\n", "k", 1),
+    ("<<: {a: 1}\n<<: {b: 1}\n", "<<", 2),
+]
+
+
+@pytest.mark.parametrize("text,key,line", DUPLICATES)
+def test_a_key_twice_in_one_mapping_is_refused_naming_file_line_and_key(tmp_path, text, key, line):
+    """Issue 19 item 1: PyYAML keeps the last value silently; every reader refuses."""
+    (tmp_path / "s.yaml").write_text(text)
+    with pytest.raises(StateError) as caught:
+        load_objects([tmp_path / "s.yaml"])
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 's.yaml'}: ") and f"line {line}," in message
+    assert f"duplicate key {key!r}" in message and "\n" not in message
+    with pytest.raises(yaml.YAMLError, match="duplicate key"):
+        list(yaml.load_all(text, Loader=SafeLoader))
+
+
+@pytest.mark.parametrize("text,line", [
+    ('{"kind": "Tenant",\n "kind": "GPUClass"}', 2),
+    ('{"items": [{"a": 1}, {"b": 1,\n\n "b": 2}]}', 3),
+])
+def test_a_key_twice_in_a_json_object_is_refused_too(tmp_path, text, line):
+    (tmp_path / "s.json").write_text(text)
+    with pytest.raises(StateError, match=rf"s.json: unreadable JSON: line {line}, column \d+: duplicate key"):
+        load_objects([tmp_path / "s.json"])
+
+
+def test_files_run_together_without_a_separator_are_refused(tmp_path):
+    """The issue's `cat state/*.yaml | check --state -`: a GPUClass merged into a Tenant."""
+    (tmp_path / "s.yaml").write_text("apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata:\n"
+                                     "  name: a\napiVersion: cozystack.io/v1alpha1\nkind: GPUClass\n")
+    with pytest.raises(StateError, match="line 5, column 1: duplicate key 'apiVersion'"):
+        load_objects([tmp_path / "s.yaml"])
+
+
 @pytest.mark.parametrize("name,text,why", [
-    ("big.json", '{"kind": "Pod", "n": ' + "9" * 5000 + "}", "too many digits"),
-    ("big.yaml", "kind: Pod\nn: " + "9" * 5000 + "\n", "too many digits"),
+    ("big.json", '{"kind": "Pod", "n": ' + "9" * 5000 + "}", "too long (at most 4300 digits)"),
+    ("big.yaml", "kind: Pod\nn: " + "9" * 5000 + "\n", "too long (at most 4300 digits)"),
     ("bad.yaml", "a: [unclosed\n", "not valid YAML"),
     ("scalar.yaml", "just text\n", "not an object"),
 ])
@@ -169,6 +211,8 @@ def test_catalog_and_check_read_a_yaml_state_as_they_read_the_same_json(tmp_path
 
     example = Path(__file__).resolve().parent.parent / "examples" / "cluster"
     objects = list(load_objects([example]))
+    objects.append({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Tenant",  # an audit needs one
+                    "metadata": {"name": "a", "namespace": "tenant-root"}, "spec": {}})
     document = {"apiVersion": "v1", "items": objects, "kind": "List", "metadata": {"resourceVersion": ""}}
     (tmp_path / "state.yaml").write_text(yaml.safe_dump(document))
     (tmp_path / "state.json").write_text(json.dumps(document))

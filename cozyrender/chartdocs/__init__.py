@@ -71,8 +71,10 @@ def _read(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return ""
-    except (OSError, UnicodeDecodeError) as err:
-        raise DocsError(f"cannot read {path}: {err}") from None
+    except UnicodeDecodeError as err:
+        raise DocsError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except OSError as err:
+        raise DocsError(f"{path}: cannot read: {'is a folder, not a file' if path.is_dir() else (err.strerror or str(err)).lower()}") from None
 
 
 def _chart_title(chart: Path) -> str:
@@ -91,14 +93,18 @@ def plan(chart: str | Path) -> list[FileUpdate]:
     """What `values.schema.json` and `README.md` of a chart folder should hold."""
     chart = Path(chart)
     values_path = chart / VALUES
+    if values_path.is_dir():
+        raise DocsError(f"{values_path}: is a folder, not a file")
     if not values_path.is_file():
         raise DocsError(f"{chart}: no {VALUES}")
     overlay_path = chart / OVERLAY
     overlay = None
     if overlay_path.is_file():
+        from cozyrender.yamlio import loads_json
+
         try:
-            overlay = json.loads(_read(overlay_path))
-        except json.JSONDecodeError as err:
+            overlay = loads_json(_read(overlay_path))
+        except ValueError as err:  # JSONDecodeError, or a key twice, a number too long
             raise DocsError(f"{overlay_path}: invalid JSON: {err}") from None
     readme_path = chart / README
     schema_text, readme_text = generate(_read(values_path), _read(readme_path), overlay,

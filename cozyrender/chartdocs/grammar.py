@@ -34,7 +34,7 @@ from cozyrender.chartdocs.model import (
     Typedef,
     TypeRef,
 )
-from cozyrender.yamlio import SafeLoader
+from cozyrender.yamlio import SafeLoader, yaml_problem
 
 _TAG = re.compile(r"^\s*##\s*@(?P<tag>[A-Za-z][\w-]*)\s*(?P<rest>.*?)\s*$")
 _ENTRY = re.compile(r"^\{(?P<type>[^{}]+)\}\s+(?P<name>\[[^\]\s]+\]|[^\s=\[\]]+)"
@@ -67,7 +67,7 @@ def _scalar(text: str) -> Any:
     try:
         return yaml.load(text, Loader=SafeLoader)
     except yaml.YAMLError as err:
-        raise ValueError(f"bad literal {text!r}: {' '.join(str(err).split())}") from None
+        raise ValueError(f"bad literal {text!r}: {yaml_problem(err)}") from None
 
 
 def parse(text: str, values_text: str | None = None, source: str = "values.yaml") -> Model:
@@ -152,7 +152,7 @@ def parse(text: str, values_text: str | None = None, source: str = "values.yaml"
     try:
         loaded = yaml.load(text if values_text is None else values_text, Loader=SafeLoader)
     except yaml.YAMLError as err:
-        raise DocsError(f"{source}: invalid YAML: {' '.join(str(err).split())}") from None
+        raise DocsError(f"{source}: invalid YAML: {yaml_problem(err)}") from None
     if loaded is None:
         loaded = {}
     if not isinstance(loaded, dict):

@@ -8,9 +8,14 @@ conventions they share live here, so every command behaves the same way:
 - `-` for standard input wherever a file is taken (`read_text`, `read_bytes`),
   read once per process;
 - folders wherever files are taken (`expand_paths`: the YAML/JSON files below,
-  in name order, dotfiles and dot-folders skipped);
+  suffixes in any letter case, in name order, dotfiles and dot-folders
+  skipped, every skipped file named in a warning with why);
+- what a state command read, on stderr (`say_what_was_read`: files, objects by
+  kind), and a state without the kinds an answer needs is bad input
+  (`require_kinds`), never a green answer over nothing;
 - one `-o/--output` vocabulary (`output_option`, `emit`): `table` (default,
-  for people), `wide`, `json`, `yaml`;
+  for people), `wide` (the same table with more columns), `json`, `yaml`;
+  tables through one formatter (`cozyrender.commands.columns`);
 - Helm's values flags (`values_options`, `user_values`): `-f/--values` (`-`
   too), `--set`, `--set-string`, `--set-json`, `--set-file`;
 - an example in every `--help` (`examples`).
@@ -19,6 +24,7 @@ conventions they share live here, so every command behaves the same way:
 from __future__ import annotations
 
 import errno as _errno
+import io
 import json
 import os
 import sys
@@ -143,11 +149,14 @@ def source_name(path: str | os.PathLike) -> str:
     return STDIN_NAME if os.fspath(path) == STDIN else os.fspath(path)
 
 
-def expand_paths(paths: Iterable[str | os.PathLike], suffixes: Sequence[str] = STATE_SUFFIXES
-                 ) -> list[str]:
+def expand_paths(paths: Iterable[str | os.PathLike], suffixes: Sequence[str] = STATE_SUFFIXES,
+                 skipped: list[tuple[str, str]] | None = None) -> list[str]:
     """Files as given, `-` as given, folders replaced by the files below them
-    whose names end in `suffixes`, in name order; names starting with `.`
-    (`.gitkeep`, `.git/`) are skipped. A path that does not exist is an error."""
+    whose names end in `suffixes` in any letter case (`tenants.YAML`), in name
+    order; names starting with `.` (`.gitkeep`, `.git/`) are skipped. Each
+    file or folder skipped is added to `skipped` with why, when given. A path
+    that does not exist is an error."""
+    wanted = tuple(suffix.lower() for suffix in suffixes)
     out: list[str] = []
     for raw in paths:
         text = os.fspath(raw)
@@ -155,32 +164,105 @@ def expand_paths(paths: Iterable[str | os.PathLike], suffixes: Sequence[str] = S
         if text == STDIN or path.is_file():
             out.append(text)
         elif path.is_dir():
-            out.extend(str(p) for p in sorted(path.rglob("*"))
-                       if p.is_file() and p.name.endswith(tuple(suffixes))
-                       and not any(part.startswith(".") for part in p.relative_to(path).parts))
+            for root, folders, files in os.walk(path):
+                hidden = sorted(name for name in folders if name.startswith("."))
+                folders[:] = sorted(name for name in folders if not name.startswith("."))
+                if skipped is not None:
+                    skipped.extend((os.path.join(root, name) + "/", "a hidden folder") for name in hidden)
+                for name in sorted(files):
+                    full = os.path.join(root, name)
+                    if name.startswith("."):
+                        why = "a hidden file"
+                    elif not name.lower().endswith(wanted):
+                        why = f"not {_either(suffixes)}"
+                    else:
+                        out.append(full)
+                        continue
+                    if skipped is not None:
+                        skipped.append((full, why))
         else:
             fail(f"{text}: no such file or folder")
     return out
+
+
+def _either(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def load_state(paths: Iterable[str], exclude: Iterable[str] = ()):
     """Every object in the files and folders named (`-` for standard input), in
     order, as `cozyrender.state.Objects`; StateError as the state module words it.
     A file that is one of `exclude` (the same file, however named; `-` is never
-    a file) is left out and listed in the result's `excluded`."""
+    a file) is left out and listed in the result's `excluded`. Every file or
+    folder skipped in a folder is named in a warning, with why; the result's
+    `read` lists the files read (see `say_what_was_read`)."""
     from cozyrender.state import Objects, load_objects, parse_documents
 
     exclude = [path for path in exclude if path != STDIN]
     objects = Objects()
-    for path in expand_paths(paths):
+    skipped: list[tuple[str, str]] = []
+    files = expand_paths(paths, skipped=skipped)
+    for path, why in skipped:
+        warn(f"skipped {path}: {why}")
+    objects.read = []
+    objects.given = [source_name(path) for path in paths]
+    for path in files:
         if path == STDIN:
             objects.add(STDIN_NAME, parse_documents(read_text(path), STDIN_NAME))
+            objects.read.append(STDIN_NAME)
             continue
         loaded = load_objects([path], exclude=exclude)
         objects.excluded.extend(loaded.excluded)
         if not loaded.excluded:
             objects.add(path, loaded)
+            objects.read.append(path)
     return objects
+
+
+def kinds_read(objects) -> dict[str, int]:
+    """How many objects of each kind `objects` holds, by kind name."""
+    counts: dict[str, int] = {}
+    for obj in objects:
+        kind = obj.get("kind") if isinstance(obj.get("kind"), str) else "(no kind)"
+        counts[kind] = counts.get(kind, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def say_what_was_read(objects) -> None:
+    """One line on stderr, when stderr is a terminal: the files read and the
+    objects by kind, so an answer over the wrong input (a skipped file, the
+    wrong folder) shows it. Off a terminal (scripts, CI, pipes) stdout stays
+    the answer alone and stderr stays empty unless something is wrong: an
+    empty state is refused there instead (`require_kinds`)."""
+    stream = sys.stderr
+    try:
+        if not os.isatty(stream.fileno()):
+            return
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return
+    click.echo(what_was_read(objects, command_name()), err=True)
+
+
+def what_was_read(objects, command: str) -> str:
+    """`cozyrender check: read 2 files (3 Tenant, 1 Namespace)`."""
+    files = getattr(objects, "read", [])
+    counts = kinds_read(objects)
+    kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items()) or "no objects"
+    return f"{command}: read {plural(len(files), 'file')} ({kinds})"
+
+
+def require_kinds(objects, *kinds: str, why: str) -> None:
+    """Bad input when the state holds no object of one of `kinds`: an answer
+    over such a state would be green for want of anything to check."""
+    counts = kinds_read(objects)
+    missing = [kind for kind in kinds if not (counts.get(kind) or (kind == "object" and len(objects)))]
+    if missing:
+        files = getattr(objects, "read", [])
+        if files:
+            what = f"{plural(len(files), 'file')} read ({', '.join(files)}), {plural(len(objects), 'object')}"
+        else:
+            what = f"no YAML or JSON file in {', '.join(getattr(objects, 'given', [])) or 'the paths given'}"
+        fail(f"the state holds no {' and no '.join(missing)} ({what}); {why}")
 
 
 # ---------------------------------------------------------------- output
@@ -208,20 +290,6 @@ def emit(data: Any, output: str) -> None:
         click.echo(dump_readable(data), nl=False)
     else:
         raise ValueError(f"emit writes json or yaml, not {output}")
-
-
-def format_table(headers: Sequence[str], rows: Iterable[Sequence[str]], right: Iterable[str] = ()) -> str:
-    """An aligned table as kubectl prints one: columns three spaces apart, the
-    `right` columns right-aligned, no trailing spaces."""
-    lines = [tuple(headers), *(tuple(row) for row in rows)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
-    aligned = set(right)
-    out = []
-    for line in lines:
-        cells = [cell.rjust(width) if header in aligned else cell.ljust(width)
-                 for cell, width, header in zip(line, widths, headers)]
-        out.append("   ".join(cells).rstrip())
-    return "\n".join(out) + "\n"
 
 
 def plural(count: int, word: str, words: str | None = None) -> str:

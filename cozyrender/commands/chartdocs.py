@@ -7,6 +7,8 @@ import sys
 
 import click
 
+from cozyrender.commands import fail
+
 
 @click.group("chart")
 def command() -> None:
@@ -29,7 +31,7 @@ def docs(charts: tuple[str, ...], check: bool) -> None:
         try:
             updates = plan(chart)
         except DocsError as err:
-            raise click.ClickException(str(err)) from None
+            fail(str(err))
         for update in updates:
             if not update.changed:
                 continue

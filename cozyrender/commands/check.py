@@ -1,7 +1,7 @@
 """`cozyrender check`: the GPU budget rules before a change merges.
 
-    cozyrender check --state PATH... --write FILE [-o table|json|yaml]   # one write
-    cozyrender check --state PATH... [-o table|json|yaml]                # audit
+    cozyrender check --state PATH... --write FILE [-o table|wide|json|yaml|text]   # one write
+    cozyrender check --state PATH... [-o table|wide|json|yaml|text]                # audit
 
 Exit 0 admitted (or a clean audit), 1 refused (or an audit with errors),
 2 bad input. A thin shell over `cozyrender.budgets`.
@@ -14,7 +14,10 @@ import sys
 
 import click
 
-from cozyrender.commands import emit, examples, fail, load_state, plural, read_text, source_name
+from cozyrender.commands import (
+    emit, examples, fail, load_state, plural, read_text, require_kinds, say_what_was_read, source_name,
+)
+from cozyrender.commands.columns import Column, render
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 
@@ -35,9 +38,10 @@ def _fail(message: str) -> None:
 @click.option("--write", "write_files", metavar="FILE", multiple=True,
               help="The object being written ('-' for standard input); an update when the state holds "
                    "one of the same kind, namespace and name.")
-# `text` is the old name of `table`, still accepted.
+# `text`: the line format of earlier releases (one line per finding), for scripts that read it.
 @click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml", "text"]), default="table",
-              show_default=True, help="table for people (wide: an audit's figures too), json or yaml for scripts.")
+              show_default=True, help="table for people (wide: an audit's figures too), json or yaml for "
+                                      "scripts, text for one line per finding.")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the state says.")
 def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_files: tuple[str, ...],
@@ -68,7 +72,13 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         gc.freeze()
         state = index_state(objects)
         if write_file is None:
+            # An audit without a Tenant has nothing to audit: green for want of input, so bad
+            # input instead. (A write needs none: the root tenant may be implicit, and a GPUClass
+            # write is checked against the classes alone.)
+            require_kinds(objects, "Tenant", why="an audit checks the tenants' budgets "
+                          "(kubectl get tenants,namespaces,resourcequotas,pods,... -A -o yaml)")
             findings = audit(state)
+            say_what_was_read(objects)
             _print_audit(findings, output)
             sys.exit(EXIT_REFUSED if any(f.severity == ERROR for f in findings) else EXIT_OK)
         written = parse_documents(read_text(write_file), source_name(write_file))
@@ -94,15 +104,27 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         note = (f"{', '.join(objects.excluded)} is also in --state: the state's copy is ignored "
                 "and the write is checked against the rest of the state")
         decision = Decision(decision.reasons, (note, *decision.warnings))
+    say_what_was_read(objects)
     if output in ("json", "yaml"):
         emit(decision.as_dict(), output)
-    else:
+    elif output == "text":
         click.echo("admitted" if decision.allowed else "refused")
         for reason in decision.reasons:
             click.echo(f"  {reason.field}: {reason.message}")
         for warning in decision.warnings:
             click.echo(f"  warning: {warning}")
+    else:
+        click.echo("admitted" if decision.allowed else "refused")
+        rows = [("error", reason.field, reason.message) for reason in decision.reasons]
+        rows += [("warning", "-", warning) for warning in decision.warnings]
+        if rows:
+            click.echo(render(WRITE_COLUMNS, rows, wide=output == "wide"), nl=False)
     sys.exit(EXIT_OK if decision.allowed else EXIT_REFUSED)
+
+
+WRITE_COLUMNS = (Column("SEVERITY"), Column("FIELD"), Column("MESSAGE"))
+AUDIT_COLUMNS = (Column("SEVERITY"), Column("KIND"), Column("NAMESPACE"), Column("FIELD"), Column("MESSAGE"),
+                 Column("FIGURES", wide=True))
 
 
 def _print_audit(findings: list, output: str) -> None:
@@ -112,8 +134,11 @@ def _print_audit(findings: list, output: str) -> None:
         emit([finding.as_dict() for finding in findings], output)
         return
     errors = sum(1 for f in findings if f.severity == ERROR)
-    for finding in findings:
-        click.echo(f"{finding.severity}: {finding.namespace}: {finding.field}: {finding.message}")
-        if output == "wide" and finding.numbers:
-            click.echo("  " + ", ".join(f"{key}={value}" for key, value in dict(finding.numbers).items()))
+    if output == "text":  # the line format of earlier releases, for scripts that read it
+        for finding in findings:
+            click.echo(f"{finding.severity}: {finding.namespace}: {finding.field}: {finding.message}")
+    elif findings:
+        rows = [(f.severity, f.kind, f.namespace, f.field, f.message,
+                 ", ".join(f"{key}={value}" for key, value in dict(f.numbers).items()) or "-") for f in findings]
+        click.echo(render(AUDIT_COLUMNS, rows, wide=output == "wide"), nl=False)
     click.echo(f"{plural(errors, 'error')}, {plural(len(findings) - errors, 'warning')}")

@@ -112,35 +112,80 @@ def command(args: tuple[str, ...], namespace: str | None, values_files: tuple[st
             fail(f"{chart}: no such chart (a folder with Chart.yaml, or a chart archive)")
     if chart_dir is not None and not os.path.isdir(chart_dir):
         fail(f"--chart-dir {chart_dir}: no such folder")
-    try:
-        stream = None
-        if helmrelease:
-            name = source_name(helmrelease)
+    stream = None
+    if helmrelease:
+        name = source_name(helmrelease)
+        try:
             stream = flux.read_text(_decode(read_bytes(helmrelease), name), name)
-        target = flux.resolve(release, namespace, chart, stream,
-                              _checkout(helmrelease, chart_dir) if stream else None,
-                              values_given=bool(values_files))
+        except flux.FluxError as err:
+            fail(str(err))
+    checkout = _checkout(helmrelease, chart_dir) if stream else None
+    values = (values_files, sets, set_string, set_json, set_file)
+    if check and stream is not None and release is None and chart is None:
+        try:
+            releases = flux.identities(stream)
+        except flux.FluxError as err:
+            fail(str(err))
+        if len(releases) > 1:  # every HelmRelease of the file, one line each (issue 19 item 11)
+            _check_all(stream, releases, namespace, checkout, values)
+            return
+    hr, written, patches, derived = _derive(release, namespace, chart, stream, checkout, values)
+    if hr is None:
+        _print(flux.format_post_renderers(derived.post_renderers), derived.post_renderers, output)
+        return
+    _finish(hr.path, helmrelease, written, check, patches)
+
+
+def _derive(release, namespace, chart, stream, checkout, values, quiet: bool = False):
+    """(the HelmRelease or None, the entry written into it or None, the patch
+    count, the derived entry) for one release; warnings said as they come."""
+    from cozyrender import flux
+
+    values_files, sets, set_string, set_json, set_file = values
+    try:
+        target = flux.resolve(release, namespace, chart, stream, checkout, values_given=bool(values_files))
         for note in target.notes:
             warn(note)
-        values = user_values(values_files, sets, set_string, set_json, set_file, target.inline)
-        raw = flux.render_values(target.chart, values, target.release, target.namespace)
+        merged = user_values(values_files, sets, set_string, set_json, set_file, target.inline)
+        raw = flux.render_values(target.chart, merged, target.release, target.namespace)
         derived = flux.derive(raw)
     except flux.FluxError as err:
         fail(str(err))
     for warning in derived.warnings:
         warn(f"post-render: {warning}")
-
     hr = target.helmrelease
     if hr is None:
-        _print(flux.format_post_renderers(derived.post_renderers), derived.post_renderers, output)
-        return
+        return None, None, len(derived.patches), derived
     try:
         written = flux.write_entry(hr, derived.post_renderers)
     except flux.FluxError as err:
         fail(str(err))
     for warning in written.warnings:
         warn(warning)
-    _finish(hr.path, helmrelease, written, check, len(derived.patches))
+    return hr, written, len(derived.patches), derived
+
+
+def _check_all(stream, releases, namespace, checkout, values) -> None:
+    """--check over every HelmRelease of the file (those in NAMESPACE, when
+    given): a diff on stdout for each out of date, one line each on stderr;
+    exit 1 when any is out of date."""
+    chosen = [(name, ns) for name, ns in releases if namespace is None or ns in (None, namespace)]
+    if not chosen:
+        fail(f"{stream.path}: no HelmRelease in namespace {namespace!r}")
+    drift = 0
+    for name, ns in chosen:
+        hr, written, _, _ = _derive(name, ns or namespace, None, stream, checkout, values)
+        where = f"{hr.path}: {hr.label()}"
+        if written.plan.changes:
+            drift += 1
+            sys.stdout.write(written.plan.diff(f"{hr.path} ({hr.label()})"))
+            click.echo(f"{where}: out of date", err=True)
+        else:
+            click.echo(f"{where}: in sync", err=True)
+    if drift:
+        click.echo(f"{stream.path}: {drift} of {len(chosen)} HelmReleases out of date; run the same command "
+                   "with RELEASE and without --check for each", err=True)
+        sys.exit(EXIT_DRIFT)
 
 
 def _decode(data: bytes, name: str) -> str:

@@ -40,6 +40,9 @@ def command(cases_dir: Path, update: bool, junit_file: str | None, output: str) 
     if junit_file == "-" and output != "table":
         fail("--junit - writes to stdout, which -o json/yaml uses; give --junit a file")
     report = run_golden(cases_dir, update=update)
+    if report.bad_input:  # nothing ran: one line, exit 2
+        more = len(report.bad_input) - 1
+        fail(report.bad_input[0] + (f" (and {plural(more, 'other case')} that cannot be read)" if more else ""))
 
     def name(path: Path) -> str:
         return _relative(path, cases_dir)

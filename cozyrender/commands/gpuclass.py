@@ -5,6 +5,7 @@ cozyrender.gpuclass.validation)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import click
 
@@ -75,7 +76,7 @@ def validate(files: tuple[str, ...], old_files: tuple[str, ...], crd_path: str |
 
     Exit 0 when all are valid, 1 when one is invalid, 2 on unreadable input.
     """
-    from cozyrender.gpuclass.kubecel import RuleCompileError
+    from cozyrender.kube.cel.environment import RuleCompileError
     from cozyrender.gpuclass.validation import CRD_PATH, CRDError, load_validator
 
     try:
@@ -86,7 +87,12 @@ def validate(files: tuple[str, ...], old_files: tuple[str, ...], crd_path: str |
                 crd_file = f"{folder}/crd.yaml"
                 with open(crd_file, "w", encoding="utf-8") as handle:
                     handle.write(read_text("-"))
-                validator = load_validator(crd_file)
+                try:
+                    validator = load_validator(crd_file)
+                except CRDError as err:
+                    fail(str(err).replace(str(Path(crd_file).resolve()), "<stdin>"))
+        elif crd_path and os.path.isdir(crd_path):
+            fail(f"{crd_path}: is a folder, not a file")
         elif crd_path and not os.path.isfile(crd_path):
             fail(f"{crd_path}: no such file")
         else:

@@ -21,7 +21,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from cozyrender.flux.errors import FluxError
 from cozyrender.flux.patches import is_owned
 from cozyrender.flux.stream import Document, Stream, read_file, read_text
-from cozyrender.yamlio import MERGE_TAG, SafeLoader
+from cozyrender.yamlio import SafeLoader, first_duplicate_key
 
 HELMRELEASE_KIND = "HelmRelease"
 HELMRELEASE_API = "helm.toolkit.fluxcd.io/v2"
@@ -136,6 +136,19 @@ def load_helmrelease_text(text: str, path: str = "<HelmRelease>", release: str |
     return select(read_text(text, path), release, namespace)
 
 
+def identities(stream: Stream) -> list[tuple[str | None, str | None]]:
+    """The release name and namespace of every HelmRelease in the file, in
+    file order (what `select` takes to pick each one)."""
+    out = []
+    for document in stream.documents:
+        data = stream.load(document)
+        if isinstance(data, dict) and data.get("kind") == HELMRELEASE_KIND:
+            name, namespace = release_identity(data)
+            metadata = data.get("metadata") if isinstance(data.get("metadata"), Mapping) else {}
+            out.append((name or _text(metadata.get("name")), namespace))
+    return out
+
+
 def select(stream: Stream, release: str | None = None, namespace: str | None = None
            ) -> HelmReleaseFile:
     """The HelmRelease meant: the file's only one, else the one whose release
@@ -233,15 +246,13 @@ def walk(node: Node, seen: set[int] | None = None):
 
 
 def _duplicate_key(root: Node) -> ScalarNode | None:
-    """The first scalar key a mapping holds twice (PyYAML would silently keep the last)."""
+    """The first key a mapping holds twice (the rule every reader shares,
+    `cozyrender.yamlio`; PyYAML would silently keep the last)."""
     for node in walk(root):
         if isinstance(node, MappingNode):
-            keys: set[tuple[str, str]] = set()
-            for key, _ in node.value:
-                if isinstance(key, ScalarNode) and key.tag != MERGE_TAG:
-                    if (key.tag, key.value) in keys:
-                        return key
-                    keys.add((key.tag, key.value))
+            found = first_duplicate_key(node)
+            if found is not None:
+                return found[1]
     return None
 
 

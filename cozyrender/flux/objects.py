@@ -13,7 +13,7 @@ from collections.abc import Mapping
 import yaml
 
 from cozyrender.flux.errors import FluxError
-from cozyrender.yamlio import SafeLoader
+from cozyrender.yamlio import SafeLoader, yaml_problem
 
 ObjectKey = tuple[str, str, str, str]  # apiVersion, kind, namespace ("" if none), name
 
@@ -25,7 +25,7 @@ def parse_objects(text: str | bytes, what: str = "stream") -> dict[ObjectKey, di
     try:
         documents = [d for d in yaml.load_all(text, Loader=SafeLoader) if d is not None]
     except yaml.YAMLError as err:
-        raise FluxError(f"{what} is not YAML: {' '.join(str(err).split())}") from None
+        raise FluxError(f"{what} is not YAML: {yaml_problem(err)}") from None
     objects: dict[ObjectKey, dict] = {}
     for document in documents:
         if not isinstance(document, dict):

@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from cozyrender.flux.errors import FluxError
-from cozyrender.yamlio import SafeLoader
+from cozyrender.yamlio import SafeLoader, yaml_problem
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -47,8 +47,9 @@ class Stream:
         try:
             return yaml.load(self.text_of(document), Loader=SafeLoader)
         except yaml.YAMLError as err:
+            offset = self.text.count("\n", 0, document.start)
             raise FluxError(f"{self.path}: document {document.number} is not YAML: "
-                            f"{' '.join(str(err).split())}") from None
+                            f"{yaml_problem(err, offset)}") from None
 
     def line(self, document: Document, line_in_document: int) -> int:
         """The file's 1-based line number of a 0-based line of a document."""

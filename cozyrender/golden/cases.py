@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from cozyrender import render as rendering
-from cozyrender.yamlio import SafeLoader
+from cozyrender.yamlio import SafeLoader, yaml_problem
 
 CASE_FILE = "case.yaml"
 RAW_FILE = "raw.yaml"
@@ -26,6 +26,11 @@ _Loader = SafeLoader
 
 class CaseError(Exception):
     """A case that cannot be run (bad case.yaml, render or post-render failure)."""
+
+
+class CaseFileError(CaseError):
+    """A case.yaml that cannot be read or makes no case: bad input (exit 2),
+    not a failing case."""
 
 
 class RenderFailure(CaseError):
@@ -87,11 +92,25 @@ def _string_list(spec: Mapping, key: str, what: str, where: Path) -> list[str]:
 
 
 def load_case(case_dir: Path) -> Case:
-    case_dir = case_dir.resolve()
+    """The case in `case_dir`; CaseFileError naming its case.yaml when it makes none."""
     try:
-        spec = yaml.load((case_dir / CASE_FILE).read_text(encoding="utf-8"), Loader=_Loader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise CaseError(f"{case_dir / CASE_FILE}: {' '.join(str(err).split())}") from None
+        return _load_case(case_dir.resolve())
+    except CaseFileError:
+        raise
+    except CaseError as err:
+        raise CaseFileError(str(err)) from None
+
+
+def _load_case(case_dir: Path) -> Case:
+    path = case_dir / CASE_FILE
+    try:
+        spec = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
+    except OSError as err:
+        raise CaseError(f"{path}: cannot read: {_os_words(err)}") from None
+    except UnicodeDecodeError as err:
+        raise CaseError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except yaml.YAMLError as err:
+        raise CaseError(f"{path}: not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(spec, dict):
         raise CaseError(f"{case_dir / CASE_FILE}: a case is a mapping")
     unknown = sorted(str(key) for key in spec if key not in _CASE_KEYS)
@@ -137,6 +156,14 @@ def load_case(case_dir: Path) -> Case:
         set_json=set_json,
         capabilities=rendering.Capabilities(tuple(api_versions), kube_version),
     )
+
+
+def _os_words(err: OSError) -> str:
+    import errno
+
+    words = {errno.ENOENT: "no such file", errno.EACCES: "permission denied",
+             errno.EISDIR: "is a folder, not a file"}
+    return words.get(err.errno or 0) or (err.strerror or str(err)).lower()
 
 
 def _hidden(path: Path, base: Path) -> bool:

@@ -19,6 +19,7 @@ from cozyrender.golden.cases import (
     RENDERED_FILE,
     Case,
     CaseError,
+    CaseFileError,
     RenderFailure,
     find_cases,
     find_stale,
@@ -27,7 +28,7 @@ from cozyrender.golden.cases import (
 from cozyrender.golden.normalise import diff_objects, format_normalised, normalise, normalise_objects
 from cozyrender.values_secret import SECRET_NAME as VALUES_SECRET
 from cozyrender.values_secret import ValuesSecretError, is_values_secret, read_values
-from cozyrender.yamlio import SafeLoader
+from cozyrender.yamlio import SafeLoader, yaml_problem
 
 _Loader = SafeLoader
 
@@ -69,10 +70,12 @@ class GoldenReport:
     errors: list[str] = field(default_factory=list)
     # the case folder each error belongs to (None: the suite's), in errors' order
     error_cases: list[Path | None] = field(default_factory=list)
+    # case.yaml files that make no case, and "no cases at all": bad input, nothing was run
+    bad_input: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.stale and not self.errors and all(r.ok for r in self.results)
+        return not self.bad_input and not self.stale and not self.errors and all(r.ok for r in self.results)
 
 
 def default_post_render(data: bytes) -> tuple[bytes, list[str]]:
@@ -170,7 +173,7 @@ class _Runner:
             try:  # parsed once, for the schemas and for the comparison
                 documents = list(yaml.load_all(text, Loader=_Loader))
             except yaml.YAMLError as err:
-                result.problems.append(f"{label}: invalid YAML: {' '.join(str(err).split())}")
+                result.problems.append(f"{label}: invalid YAML: {yaml_problem(err)}")
                 continue
             for finding in validate.validate_objects(documents):
                 (result.problems if finding.error else result.warnings).append(
@@ -191,7 +194,7 @@ class _Runner:
             try:
                 expected = normalise(expected_text)
             except yaml.YAMLError as err:
-                result.problems.append(f"{label}: {path} is not YAML: {' '.join(str(err).split())}")
+                result.problems.append(f"{label}: {path} is not YAML: {yaml_problem(err)}")
                 continue
             problems = diff_objects(expected, actual, label)
             if not problems and expected_text != format_normalised(actual):
@@ -205,11 +208,20 @@ def run_golden(cases_dir: Path, update: bool = False,
     """Run every case under `cases_dir` (recursively); write expected files when updating."""
     runner = _Runner(post_render, update)
     case_dirs = find_cases(cases_dir)
-    # A mistyped path must not pass CI as "0 cases, 0 failed".
-    errors = [] if case_dirs else [
-        f"no cases under {cases_dir}: a case is a folder holding a {CASE_FILE} "
-        "(chart, release, namespace); see `cozyrender golden --help`"]
-    error_cases: list[Path | None] = [None] * len(errors)
+    if not case_dirs:  # a mistyped path must not pass CI as "0 cases, 0 failed"
+        return GoldenReport([], [], bad_input=[
+            f"no cases under {cases_dir}: a case is a folder holding a {CASE_FILE} "
+            "(chart, release, namespace); see `cozyrender golden --help`"])
+    unreadable = []  # every case.yaml is read before anything renders: bad input is said first
+    for case_dir in case_dirs:
+        try:
+            load_case(case_dir)
+        except CaseFileError as err:
+            unreadable.append(str(err))
+    if unreadable:
+        return GoldenReport([], [], bad_input=unreadable)
+    errors: list[str] = []
+    error_cases: list[Path | None] = []
     for case_dir in case_dirs:
         try:
             runner.run(case_dir)

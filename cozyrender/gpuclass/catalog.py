@@ -1,5 +1,6 @@
 """The GPU catalog: one row per class with its free units and conflict status,
-and its two spellings (an aligned terminal table, JSON for scripts).
+and its JSON spelling for scripts (the table for people is the command's,
+through the shared column formatter).
 
 Pure functions: objects in, rows and text out.
 """
@@ -7,7 +8,7 @@ Pure functions: objects in, rows and text out.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -31,6 +32,7 @@ class CatalogRow:
     allocatable_units: str
     eligible_nodes: int
     conflict_holder: str | None  # the class holding the resource when this one is in conflict
+    invalid: str | None = None  # why the CRD refuses the class (its first violation), when it does
 
     @property
     def in_conflict(self) -> bool:
@@ -59,9 +61,12 @@ def _unique(objects: Iterable[Mapping]) -> list[Mapping]:
     return unique
 
 
-def catalog_rows(objects: Iterable[Mapping]) -> list[CatalogRow]:
+def catalog_rows(objects: Iterable[Mapping], validate: Callable[[Mapping], str | None] | None = None
+                 ) -> list[CatalogRow]:
     """Rows for every GPUClass among `objects` (Nodes and Pods give the
-    figures), sorted by class name."""
+    figures), sorted by class name. `validate(class)` says why the CRD's
+    rules refuse a class (None when it is valid): such a row is INVALID,
+    whatever its figures (the command passes the shipped CRD's validator)."""
     objects = _unique(objects)
     classes = gpuclasses(objects)
     nodes = [obj for obj in objects if obj.get("kind") == "Node" and obj.get("apiVersion") == "v1"]
@@ -85,35 +90,18 @@ def catalog_rows(objects: Iterable[Mapping]) -> list[CatalogRow]:
             allocatable_units=_units(capacity.allocatable),
             eligible_nodes=capacity.eligible_nodes,
             conflict_holder=conflict.holder if conflict else None,
+            invalid=validate(gpuclass) if validate is not None else None,
         ))
     return sorted(rows, key=lambda row: row.name)
 
 
-_HEADERS = ("NAME", "VENDOR/MODEL", "MODE/PROFILE", "MEMORY", "RESOURCE", "FREE", "ALLOCATABLE", "NODES", "STATUS")
-_RIGHT_ALIGNED = {"FREE", "ALLOCATABLE", "NODES"}
-
-
-def _cells(row: CatalogRow) -> tuple[str, ...]:
-    mode = f"{row.mode}/{row.profile}" if row.profile else row.mode
-    status = f"CONFLICT (held by {row.conflict_holder})" if row.in_conflict else "ok"
-    return (
-        row.name, f"{row.vendor}/{row.model}", mode, row.memory, row.resource_name,
-        row.free_units, row.allocatable_units, str(row.eligible_nodes), status,
-    )
-
-
-def render_table(rows: Iterable[CatalogRow]) -> str:
-    """An aligned table, as kubectl prints one; classes in conflict say who holds their resource."""
-    lines = [_HEADERS, *(_cells(row) for row in rows)]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(_HEADERS))]
-    text = []
-    for line in lines:
-        cells = [
-            cell.rjust(width) if header in _RIGHT_ALIGNED else cell.ljust(width)
-            for cell, width, header in zip(line, widths, _HEADERS)
-        ]
-        text.append("   ".join(cells).rstrip())
-    return "\n".join(text) + "\n"
+def status_text(row: CatalogRow) -> str:
+    """`INVALID (why)`, `CONFLICT (held by X)` or `ok`: what to fix first comes first."""
+    if row.invalid:
+        return f"INVALID ({row.invalid})"
+    if row.in_conflict:
+        return f"CONFLICT (held by {row.conflict_holder})"
+    return "ok"
 
 
 def _number(units: str) -> int | str:
@@ -136,6 +124,7 @@ def render_json(rows: Iterable[CatalogRow]) -> str:
             "allocatableUnits": _number(row.allocatable_units),
             "eligibleNodes": row.eligible_nodes,
             "conflict": {"heldBy": row.conflict_holder} if row.in_conflict else None,
+            "invalid": row.invalid,
         }
         for row in rows
     ]

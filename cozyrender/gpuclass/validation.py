@@ -13,10 +13,10 @@ API (used by `cozyrender gpuclass validate` and `cozyrender check`):
 
 Every rule of the CRD is compiled once, when the validator is first built,
 type-checked with `self` typed from the schema where it sits, as the API
-server does at CRD creation (`cozyrender.gpuclass.kubecel`, which also says
+server does at CRD creation (`cozyrender.kube.cel.environment`, which also says
 which of the API server's CEL libraries are registered); a rule that does
 not compile raises `RuleCompileError`, never admits. The API server's
-estimated-cost limits are not checked (see kubecel).
+estimated-cost limits are not checked (see cozyrender.kube.cel.environment).
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError, TypedScope
-from cozyrender.gpuclass.kubecel_types import DeclType, decl_type, escape
+from cozyrender.kube.cel.environment import CompiledRule, RuleCompileError, RuleEvaluationError, TypedScope
+from cozyrender.kube.cel.types import DeclType, decl_type, escape
 from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, prune
 from cozyrender.kube.names import SUBDOMAIN_MESSAGE, is_dns1123_subdomain
 from cozyrender.kube.shape import join as join_path
@@ -261,15 +261,23 @@ def _correlated_items(node: _SchemaNode, items: list, old_items) -> list:
 
 @cache
 def _validator_for(path: str, mtime_ns: int) -> CRDValidator:
+    from cozyrender.yamlio import SafeLoader, yaml_problem
+
     try:
         with open(path, encoding="utf-8") as handle:
-            crd = yaml.safe_load(handle)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise CRDError(f"{path}: cannot read: {err}") from None
+            crd = yaml.load(handle, Loader=SafeLoader)
+    except UnicodeDecodeError as err:
+        raise CRDError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    except OSError as err:
+        raise CRDError(f"{path}: cannot read: {(err.strerror or str(err)).lower()}") from None
+    except yaml.YAMLError as err:
+        raise CRDError(f"{path}: not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(crd, Mapping):
         raise CRDError(f"{path}: not a CustomResourceDefinition")
     try:
         return CRDValidator(crd)
+    except CRDError as err:
+        raise CRDError(f"{path}: {err}") from None
     except (KeyError, TypeError, AttributeError) as err:
         raise CRDError(f"{path}: malformed CustomResourceDefinition ({err!r})") from None
     except jsonschema.SchemaError as err:

@@ -7,12 +7,16 @@ in-place resize and pod-level resources on, both on by default in 1.35):
   init container, so each init container's figure is its own plus the
   sidecars started before it; the pod takes the larger of the sum and the
   largest init-phase figure.
-* In-place resize (GA): a container (or sidecar) with a status entry that
-  reports `resources` counts the larger of its spec requests, the requests
-  it runs with (`status.containerStatuses[].resources.requests`) and those
-  allocated to it (`allocatedResources`); limits, the larger of spec and
-  running limits. While a resize is Infeasible (condition
-  `PodResizePending`, reason `Infeasible`) the spec is left out.
+* In-place resize (GA): with container statuses, the pod's figure is the
+  larger, per resource, of three sums over its containers (each by the rule
+  above): the spec's, the running one's (each container's
+  `status.containerStatuses[].resources.requests|limits`, else for requests
+  its `allocatedResources`, else its spec) and, for requests, the allocated
+  one's (`allocatedResources`, else the spec). A max of sums, not a sum of
+  per-container maxes (component-helpers `TestPodResourceLimits`/`Requests`,
+  "aggregate ... resolves max of sums instead of sum of maxes"). While a
+  resize is Infeasible (condition `PodResizePending`, reason `Infeasible`)
+  the spec figure, and a container's spec fallback, are left out.
 * Pod-level resources: `spec.resources` sets the pod's cpu, memory and
   hugepages-* figures, replacing the containers' sum for those resources
   (other resources still come from the containers).
@@ -110,48 +114,107 @@ def _statuses(pod: Mapping) -> dict[str, tuple[Mapping, str]]:
     return found
 
 
-def _effective(container: Mapping, side: str, pod: Mapping, at: str,
-               statuses: dict[str, tuple[Mapping, str]], infeasible: bool) -> Resources:
-    """A container's figure with in-place resize: the larger of spec,
-    running and (for requests) allocated figures."""
-    spec = container_resources(container, side, pod, at)
-    name = string(container, "name", pod, at)
-    entry = statuses.get(name) if name is not None else None
-    if entry is None or entry[0].get("resources") is None:
-        return spec
-    status, where = entry
-    running = _figures(mapping(status, "resources", pod, where), side, pod, f"{where}.resources")
-    figures: Resources = {} if infeasible else dict(spec)
-    if infeasible and side == "limits":
-        return running
-    _max_into(figures, running)
-    if side == "requests":
-        _max_into(figures, _figures(status, "allocatedResources", pod, where) if "allocatedResources" in status
-                  else {})
-    return figures
+def _status_side(status: Mapping, side: str, pod: Mapping, where: str) -> Resources | None:
+    """`status.resources.<side>` of a container status entry; None when not reported."""
+    resources = status.get("resources")
+    if resources is None:
+        return None
+    resources = as_mapping(resources, pod, f"{where}.resources")
+    if resources.get(side) is None:
+        return None
+    return _figures(resources, side, pod, f"{where}.resources")
 
 
-def _containers(pod: Mapping, side: str) -> Resources:
+def _allocated(status: Mapping, pod: Mapping, where: str) -> Resources | None:
+    if status.get("allocatedResources") is None:
+        return None
+    return {name: quantity(value, pod, f"{where}.allocatedResources.{name}")
+            for name, value in mapping(status, "allocatedResources", pod, where).items()}
+
+
+def _spec_figure(side: str):
+    def figure(container: Mapping, pod: Mapping, at: str, status) -> Resources:
+        return container_resources(container, side, pod, at)
+    return figure
+
+
+def _actuated_figure(side: str, infeasible: bool):
+    """What a container runs with: its reported figure (for requests, else
+    what is allocated to it); without one, its spec, or nothing while a
+    resize is Infeasible."""
+    def figure(container: Mapping, pod: Mapping, at: str, status) -> Resources:
+        if status is not None:
+            entry, where = status
+            reported = _status_side(entry, side, pod, where)
+            if reported is not None:
+                return reported
+            if side == "requests":
+                allocated = _allocated(entry, pod, where)
+                if allocated is not None:
+                    return allocated
+        return {} if infeasible else container_resources(container, side, pod, at)
+    return figure
+
+
+def _allocated_figure(infeasible: bool):
+    """What is allocated to a container (requests): its allocatedResources,
+    else its spec, or nothing while a resize is Infeasible."""
+    def figure(container: Mapping, pod: Mapping, at: str, status) -> Resources:
+        if status is not None:
+            allocated = _allocated(status[0], pod, status[1])
+            if allocated is not None:
+                return allocated
+        return {} if infeasible else container_resources(container, "requests", pod, at)
+    return figure
+
+
+def _aggregate(pod: Mapping, figure, statuses: dict[str, tuple[Mapping, str]]) -> Resources:
+    """The pod's figure from one figure per container: app containers and
+    sidecars add up; each init container counts with the sidecars started
+    before it; the pod takes the larger of the sum and the largest init phase."""
     spec = mapping(pod, "spec", pod)
-    statuses = _statuses(pod)
-    infeasible = _resize_infeasible(pod) if statuses else False
+
+    def of(container: Mapping, at: str) -> Resources:
+        name = string(container, "name", pod, at)
+        return figure(container, pod, at, statuses.get(name) if name is not None else None)
+
     total: Resources = {}
     for index, container in enumerate(mappings(spec, "containers", pod, "spec")):
-        _add(total, _effective(container, side, pod, f"spec.containers[{index}]", statuses, infeasible))
+        _add(total, of(container, f"spec.containers[{index}]"))
     sidecars: Resources = {}
     init_peak: Resources = {}
     for index, container in enumerate(mappings(spec, "initContainers", pod, "spec")):
         at = f"spec.initContainers[{index}]"
+        own = of(container, at)
         if string(container, "restartPolicy", pod, at) == "Always":
-            own = _effective(container, side, pod, at, statuses, infeasible)
             _add(total, own)
             _add(sidecars, own)
             phase = dict(sidecars)
         else:
-            phase = dict(container_resources(container, side, pod, at))
+            phase = dict(own)
             _add(phase, sidecars)
         _max_into(init_peak, phase)
     _max_into(total, init_peak)
+    return total
+
+
+def _containers(pod: Mapping, side: str) -> Resources:
+    """The containers' figure. With container statuses (in-place resize), the
+    larger, per resource, of the pod's spec figure, its running figure and
+    (requests) its allocated figure, each summed over the containers first:
+    a max of sums, never a sum of per-container maxes. While a resize is
+    Infeasible the spec figure is left out."""
+    statuses = _statuses(pod)
+    if not statuses:
+        return _aggregate(pod, _spec_figure(side), statuses)
+    infeasible = _resize_infeasible(pod)
+    figures: list[Resources] = [] if infeasible else [_aggregate(pod, _spec_figure(side), statuses)]
+    figures.append(_aggregate(pod, _actuated_figure(side, infeasible), statuses))
+    if side == "requests":
+        figures.append(_aggregate(pod, _allocated_figure(infeasible), statuses))
+    total: Resources = {}
+    for figure in figures:
+        _max_into(total, figure)
     return total
 
 

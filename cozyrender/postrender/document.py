@@ -8,7 +8,7 @@ Only chunks a rule may need get here; all of them were first checked by
 from __future__ import annotations
 
 import yaml
-from yaml.constructor import ConstructorError, SafeConstructor
+from yaml.constructor import ConstructorError
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from cozyrender.postrender.errors import EditError, PostRenderError
@@ -17,6 +17,7 @@ from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_ya
 from cozyrender.postrender.verify import Intent, check_edit
 from cozyrender.postrender.yamledit import STR_TAG, Editor, find_entry, is_null
 from cozyrender.yamlio import MERGE_TAG
+from cozyrender.yamlio import Constructor
 from cozyrender.yamlio import SafeLoader as Loader
 
 # Nodes a document may expand to through aliases before it counts as a bomb.
@@ -190,10 +191,29 @@ def compose_text(text: str) -> Node | None:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        root = yaml.compose(text, Loader=Loader)
+        try:
+            root = yaml.compose(text, Loader=Loader)
+        except yaml.composer.ComposerError as err:
+            if "duplicate anchor" not in f"{err.context} {err.problem}":
+                raise
+            root = yaml.compose(text, Loader=_RedefiningLoader)
     except yaml.YAMLError as err:
         raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
     return None if is_null(root) else root
+
+
+class _RedefiningLoader(yaml.SafeLoader):
+    """Composes a document whose anchor is defined twice as YAML says (the
+    YAML test suite's 3GZX) and Helm's reader does: an alias refers to the
+    latest node with its anchor. PyYAML's composers (libyaml's too) refuse
+    such a document; this one, in Python, is used only for it."""
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        anchor = getattr(event, "anchor", None)
+        if anchor is not None and not isinstance(event, yaml.events.AliasEvent):
+            self.anchors.pop(anchor, None)  # the new definition replaces the earlier one
+        return super().compose_node(parent, index)
 
 
 def kube_objects(document: Document) -> list[KubeObject]:
@@ -297,7 +317,7 @@ def construct(node: Node) -> object:
     SyntaxProblem for a value it refuses (a bad timestamp, a `!!binary`
     that is not base64, a number too long for int())."""
     try:
-        return SafeConstructor().construct_document(node)
+        return Constructor().construct_document(node)
     except ConstructorError as err:
         raise SyntaxProblem(f"unsupported YAML: {describe_yaml_error(err)}") from None
     except (ValueError, TypeError, OverflowError) as err:

@@ -2,7 +2,7 @@
 
 Each chunk is run through the parser's events to prove it is well-formed YAML
 holding at most one document, whose top level is a mapping without duplicate
-keys. Only chunks a rule needs (or that use aliases) are composed into trees.
+keys (the rule every reader shares: `cozyrender.yamlio`). Only chunks a rule needs (or that use aliases) are composed into trees.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from yaml.events import (
     SequenceStartEvent,
     StreamEndEvent,
 )
+
+from cozyrender.yamlio import duplicate_key_problem  # the rule every reader shares
 
 try:
     from yaml.cyaml import CParser as _Parser
@@ -56,8 +58,9 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
 
     The one rule for every document, whether a rule reads it or not: one
     well-formed YAML document whose top level is a mapping, keys that are
-    scalars (a Kubernetes object is JSON: no complex keys) and unique, anchors
-    defined once, safe tags only, and values the safe constructor accepts.
+    scalars (a Kubernetes object is JSON: no complex keys) and unique, safe
+    tags only, and values the safe constructor accepts. (An anchor defined
+    twice is YAML: the document is composed, its aliases following the latest.)
     `after_end`: the chunk follows a `...` line, so its document must start
     with `---` (libyaml requires it there).
     """
@@ -83,7 +86,7 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
                 if keys is not None:
                     if expect_key:
                         if value in keys:
-                            raise SyntaxProblem(f"duplicate key {value!r}{_at(event)}")
+                            raise SyntaxProblem(f"{duplicate_key_problem(value)}{_at(event)}")
                         if value == _MERGE_KEY and event.implicit[0]:
                             _merge_key(event, keys)
                             needs_tree = True
@@ -160,12 +163,12 @@ def _properties(event, kind: type, anchors: dict) -> bool:
     document to be constructed (any explicit tag but !!str, !!map, !!seq)."""
     tag, anchor = event.tag, event.anchor
     if anchor is not None:
-        if anchor in anchors:
-            raise SyntaxProblem(
-                f"anchor &{anchor} is defined twice (lines {anchors[anchor][0]} and "
-                f"{event.start_mark.line + 1}); cozyrender requires unique anchors"
-            )
+        # Defined again, an anchor names the new node from there on (YAML's rule, and Helm's
+        # reader's): the document is composed (see `document.compose_text`), aliases follow.
+        redefined = anchor in anchors
         anchors[anchor] = (event.start_mark.line + 1, kind is ScalarEvent)
+        if redefined:
+            return True
     if tag is None:
         return False
     if tag not in SAFE_TAGS:

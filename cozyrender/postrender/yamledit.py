@@ -55,6 +55,17 @@ def child(node: Node | None, *path: str) -> Node | None:
     return node
 
 
+def _ends_in_block_scalar(node: Node) -> bool:
+    """The last content of `node` is a literal or folded block scalar."""
+    while True:
+        if isinstance(node, MappingNode) and node.value and not node.flow_style:
+            node = node.value[-1][1]
+        elif isinstance(node, SequenceNode) and node.value and not node.flow_style:
+            node = node.value[-1]
+        else:
+            return isinstance(node, ScalarNode) and node.style in ("|", ">")
+
+
 def is_null(node: Node | None) -> bool:
     return node is None or (isinstance(node, ScalarNode) and node.tag == NULL_TAG)
 
@@ -201,7 +212,17 @@ class Editor:
             raise EditError("cannot add to an empty block mapping")
         last_key, last_value = mapping.value[-1]
         indent = self.entry_column(last_key)
-        self.insert_lines(self.content_end(last_value), _block_entry(key, value, indent))
+        at = self.content_end(last_value)
+        if at == len(self.text) and not self.text.endswith("\n") and _ends_in_block_scalar(last_value):
+            # The text ends inside a block scalar without a line break (the YAML test suite's
+            # L24T/01): ending that line would change the scalar as libyaml reads it ('x\n ' to
+            # 'x\n \n'). The entry goes first instead: a mapping's order is not its content.
+            first_key = mapping.value[0][0]
+            start = self._block_entry_start(first_key)
+            if start == self._line_start(first_key.start_mark.index):
+                self.insert_lines(start, _block_entry(key, value, self.entry_column(first_key)))
+                return
+        self.insert_lines(at, _block_entry(key, value, indent))
 
     def add_flow_entry(self, mapping: MappingNode, text: str) -> None:
         """Append the entry `text` (`key: value`, as written) to a flow mapping."""

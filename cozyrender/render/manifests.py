@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from cozyrender.render.errors import RenderError
-from cozyrender.yamlio import SafeLoader
+from cozyrender.yamlio import SafeLoader, yaml_problem
 
 _Loader = SafeLoader  # libyaml when available: heads are parsed for every document
 
@@ -88,8 +88,7 @@ def _head(path: str, doc: str) -> dict[str, Any]:
     try:
         head = yaml.load(doc, Loader=_Loader)
     except yaml.YAMLError as err:
-        problem = str(err).replace("\n", " ")
-        raise RenderError(f"YAML parse error on {path}: {problem}") from None
+        raise RenderError(f"YAML parse error on {path}: {yaml_problem(err)}") from None
     if head is None:
         return {}
     if not isinstance(head, dict):

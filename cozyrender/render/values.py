@@ -10,7 +10,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from cozyrender.render.errors import RenderError, _message
+from cozyrender.yamlio import JSONProblem, check_keys, loads_json, yaml_problem
 
 
 def merge_values(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,6 +65,10 @@ def load_values(
                 raise RenderError(f"values file {path}: {(err.strerror or str(err)).lower()}") from None
             except UnicodeDecodeError as err:
                 raise RenderError(f"values file {path}: not UTF-8 text (byte {err.start})") from None
+        try:  # Helm keeps the last of two keys silently; cozyrender refuses (cozyrender.yamlio)
+            check_keys(text)
+        except yaml.YAMLError as err:
+            raise RenderError(f"failed to parse {path}: {yaml_problem(err)}") from None
         try:
             layer = helm.values_from_yaml(text) if text.strip() else {}
         except helm.HelmError as err:
@@ -73,7 +80,9 @@ def load_values(
         trimmed = expression.strip()
         if trimmed.startswith("{"):  # Helm 4: a whole JSON object, merged like a file
             try:
-                layer = json.loads(trimmed)
+                layer = loads_json(trimmed)
+            except JSONProblem as err:  # a key twice, a number too long: said, not guessed
+                raise RenderError(f"failed parsing --set-json data JSON: {err}") from None
             except ValueError:
                 layer = None
             if not isinstance(layer, dict):

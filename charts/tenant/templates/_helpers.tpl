@@ -268,11 +268,20 @@ Rules (Cozystack's):
   (refused past 2^63 bytes, where Cozystack's output wraps to a negative);
 - any other key becomes requests.<key> and limits.<key> with the value as
   written, also a key already spelled requests.X or limits.X (which thus
-  becomes requests.requests.X and limits.requests.X, as Cozystack renders it).
+  becomes requests.requests.X and limits.requests.X, as Cozystack renders it);
+- a key `limits` or `requests` (a nested section) stops the render, as
+  Cozystack's chart stops it.
 GPU budget keys are "any other key" here: the chart has no GPU rule, the
 post-renderer removes them from the quota.
 */}}
 {{- define "tenant.quotaHard" -}}
+{{- /* A flat map of resource names: `limits:`/`requests:` sections (or keys) are refused, as
+       Cozystack's chart refuses them, instead of rendering limits.limits. */ -}}
+{{- range $section := list "limits" "requests" }}
+{{- if hasKey $.Values.resourceQuotas $section }}
+{{- fail (printf "resourceQuotas.%s: resourceQuotas maps resource names to quantities (cpu: 2, storage: 10Gi); %s is not a resource name, and the chart derives limits and requests itself" $section $section) -}}
+{{- end }}
+{{- end }}
 {{- $counts := list "pods" "services" "services.loadbalancers" "services.nodeports" "services.clusterip" "configmaps" "secrets" "persistentvolumeclaims" "replicationcontrollers" "resourcequotas" -}}
 {{- /* Each ratio is read only when its resource is in the quota: Cozystack
        divides by a ratio only then, so a bad ratio for a resource the tenant

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from cel_expr_python import cel
 from google.protobuf import descriptor_pb2, descriptor_pool, duration_pb2, message_factory, struct_pb2, timestamp_pb2
 
-from cozyrender.gpuclass import kubecel_net, kubecel_quantity, kubecel_semver
+from cozyrender.kube.cel import net, quantity, semver
 
 _FIELD = descriptor_pb2.FieldDescriptorProto
 _CEL_RESERVED = frozenset({
@@ -159,23 +159,23 @@ class TypeRegistry:
             self.pool.Add(proto)
         quantity_file = descriptor_pb2.FileDescriptorProto(
             name="cozyrender/kubernetes_types.proto", package="kubernetes", syntax="proto3")
-        kubecel_quantity.add_message(quantity_file)
-        kubecel_semver.add_message(quantity_file)
+        quantity.add_message(quantity_file)
+        semver.add_message(quantity_file)
         self.pool.Add(quantity_file)
         never_file = descriptor_pb2.FileDescriptorProto(
             name="cozyrender/never.proto", package="cozyrender", syntax="proto3")
         never_file.message_type.add(name="Never")
         self.pool.Add(never_file)
         net_file = descriptor_pb2.FileDescriptorProto(name="cozyrender/net.proto", package="net", syntax="proto3")
-        kubecel_net.add_messages(net_file)
+        net.add_messages(net_file)
         self.pool.Add(net_file)
-        self.ip_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(kubecel_net.IP_TYPE))
-        self.cidr_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(kubecel_net.CIDR_TYPE))
+        self.ip_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(net.IP_TYPE))
+        self.cidr_class = message_factory.GetMessageClass(self.pool.FindMessageTypeByName(net.CIDR_TYPE))
         self.semver_class = message_factory.GetMessageClass(
-            self.pool.FindMessageTypeByName(kubecel_semver.SEMVER_TYPE))
+            self.pool.FindMessageTypeByName(semver.SEMVER_TYPE))
         self.pool.Add(self._file)
         self.quantity_class = message_factory.GetMessageClass(
-            self.pool.FindMessageTypeByName(kubecel_quantity.TYPE_NAME))
+            self.pool.FindMessageTypeByName(quantity.TYPE_NAME))
 
     def _declare(self, decl: DeclType) -> None:
         if decl.kind in ("list", "map"):

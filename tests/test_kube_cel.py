@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cozyrender.gpuclass.kubecel import CompiledRule, RuleCompileError, RuleEvaluationError
+from cozyrender.kube.cel.environment import CompiledRule, RuleCompileError, RuleEvaluationError
 
 
 @pytest.mark.parametrize("rule", [
@@ -61,8 +61,8 @@ def test_old_self_is_bound_only_when_given():
 
 # -- self typed from the schema, as the API server types it ------------------------------
 
-from cozyrender.gpuclass.kubecel import type_check  # noqa: E402
-from cozyrender.gpuclass.kubecel_types import decl_type, escape  # noqa: E402
+from cozyrender.kube.cel.environment import type_check  # noqa: E402
+from cozyrender.kube.cel.types import decl_type, escape  # noqa: E402
 
 _SCHEMA = {
     "type": "object",
@@ -152,7 +152,7 @@ def test_property_names_whose_protobuf_spellings_collide_still_type():
 
 # -- Kubernetes' lists library ---------------------------------------------------------------
 
-from cozyrender.gpuclass.kubecel import Expression  # noqa: E402
+from cozyrender.kube.cel.environment import Expression  # noqa: E402
 
 
 @pytest.mark.parametrize("expression,value", [
@@ -292,7 +292,7 @@ def test_semver_numbers_beyond_uint64_are_refused(text):
 
 # -- formatted strings reach rules as the API server converts them ---------------------------
 
-from cozyrender.gpuclass.kubecel import TypedScope  # noqa: E402
+from cozyrender.kube.cel.environment import TypedScope  # noqa: E402
 
 
 def _typed_rule(rule: str, schema: dict) -> CompiledRule:

@@ -1,7 +1,7 @@
 """Values as the API server hands them to CRD rules (k8s.io/apiserver
 pkg/cel/common/values.go, v0.35.7): decoded JSON, except that a string
 whose schema format is `byte`, `duration`, `date` or `date-time` becomes
-bytes, a duration or a timestamp (the types `kubecel_types` gives them).
+bytes, a duration or a timestamp (the types `types` gives them).
 
 The rules (Kubernetes', via go-openapi strfmt): `byte` is standard base64;
 `duration` is a Go duration (`1h30m`, `-1.5s`) or a number and a unit word
@@ -24,7 +24,7 @@ from functools import cache
 
 from google.protobuf import duration_pb2, timestamp_pb2
 
-from cozyrender.gpuclass.kubecel_types import DeclType
+from cozyrender.kube.cel.types import DeclType
 
 _GO_DURATION = re.compile(r"\A([+-]?)((?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h))+|0)\Z")
 _GO_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h)")

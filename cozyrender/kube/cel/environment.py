@@ -9,16 +9,16 @@ from the schema where the rule sits. Registered here, with the API
 server's overload ids and function/member forms:
 
 * CEL's standard library (cel-cpp's);
-* the strings extension at version 2 (`kubecel_strings`, no `reverse`);
-* Kubernetes' quantity library (`kubecel_quantity`; `sign` is global);
-* Kubernetes' lists library (`kubecel_lists`: `isSorted`, `sum`, `min`,
+* the strings extension at version 2 (`strings`, no `reverse`);
+* Kubernetes' quantity library (`quantity`; `sign` is global);
+* Kubernetes' lists library (`lists`: `isSorted`, `sum`, `min`,
   `max`, list `indexOf`/`lastIndexOf`; the last two for scalar elements);
 * cel-go's sets extension (`sets.contains`, `sets.equivalent`,
   `sets.intersects`; for lists of scalars);
-* Kubernetes' IP and CIDR libraries (`kubecel_net`; without the
+* Kubernetes' IP and CIDR libraries (`net`; without the
   `string(ip)`/`string(cidr)` conversions, which cel-expr-python cannot
   add to `string`);
-* Kubernetes' semver library at version 1 (`kubecel_semver`);
+* Kubernetes' semver library at version 1 (`semver`);
 * optional types (`cel.OptionalTypes()`: `self.?field`, `.orValue()`).
 
 Declared by the API server but NOT registered here, so a rule using them
@@ -27,7 +27,7 @@ Kubernetes' URLs, Regex (`find`, `findAll`), Authz, AuthzSelectors and
 Format libraries, and cel-go's TwoVarComprehensions and Lists v3
 extensions. (Authz and AuthzSelectors need the `authorizer` variable,
 which CRD rules never have.) The API server's compile-time validators run
-on every type-checked rule (`kubecel_validators`: literal regex, duration
+on every type-checked rule (`validators`: literal regex, duration
 and timestamp arguments, homogeneous list and map literals). Not
 reproduced: cross-type numeric comparisons (`1 < 1.5` compiles on the API
 server, not here: cel-expr-python lets no library add overloads to `_<_`;
@@ -38,13 +38,13 @@ are not checked offline (a rule it refuses as too expensive, such as
 passes here).
 
 Compiling a rule (`CompiledRule(rule, schema)`) type-checks it against the
-schema's types (`kubecel_types`), as the API server does at CRD creation,
+schema's types (`types`), as the API server does at CRD creation,
 and refuses a rule that does not compile or does not yield a bool.
 Evaluation runs the same rule in an environment where `self` is dyn and
 values are plain decoded JSON, which is how the API server's values
 behave at run time (a missing field is "no such key"), except that strings
 of format date-time, date, duration and byte become timestamps, durations
-and bytes, as the API server converts them (`kubecel_values`).
+and bytes, as the API server converts them (`values`).
 """
 
 from __future__ import annotations
@@ -55,11 +55,9 @@ from functools import cache
 from cel_expr_python import cel
 from cel_expr_python.ext.ext_optional import ExtOptional
 
-from cozyrender.gpuclass import (
-    kubecel_lists, kubecel_net, kubecel_quantity, kubecel_semver, kubecel_strings, kubecel_validators,
-)
-from cozyrender.gpuclass.kubecel_types import DeclType, TypeRegistry, decl_type
-from cozyrender.gpuclass.kubecel_values import to_cel, without_nul
+from cozyrender.kube.cel import lists, net, quantity, semver, strings, validators
+from cozyrender.kube.cel.types import DeclType, TypeRegistry, decl_type
+from cozyrender.kube.cel.values import to_cel, without_nul
 
 SELF = "self"
 OLD_SELF = "oldSelf"
@@ -113,10 +111,10 @@ def _functions(registry: TypeRegistry) -> list[cel.FunctionDecl]:
     quantity and semver libraries compareTo...). Overloads with the same
     runtime kinds share one dispatching implementation."""
     merged: dict[str, list[tuple]] = {}
-    for library in (kubecel_quantity.overloads(registry.quantity_class), kubecel_strings.overloads(),
-                    kubecel_lists.overloads(), kubecel_lists.sets_overloads(),
-                    kubecel_net.overloads(registry.ip_class, registry.cidr_class),
-                    kubecel_semver.overloads(registry.semver_class)):
+    for library in (quantity.overloads(registry.quantity_class), strings.overloads(),
+                    lists.overloads(), lists.sets_overloads(),
+                    net.overloads(registry.ip_class, registry.cidr_class),
+                    semver.overloads(registry.semver_class)):
         for name, overloads in library.items():
             merged.setdefault(name, []).extend(overloads)
     declarations = []
@@ -200,7 +198,7 @@ def _check(rule: str, env: cel.Env) -> None:
     result_type = program.return_type()
     if result_type != cel.Type.BOOL and result_type != cel.Type.DYN:
         raise RuleCompileError(f"rule {rule!r} must evaluate to a bool, not {result_type.name().lower()}")
-    found = kubecel_validators.problems(program.serialize())
+    found = validators.problems(program.serialize())
     if found:
         raise RuleCompileError(f"rule {rule!r} does not compile: {found[0]}")
 
@@ -236,7 +234,7 @@ class CompiledRule:
     def evaluate(self, value: object, old_value: object = None):
         """The rule's result as a Python value (for tests of the libraries).
         Formatted strings are converted as the API server converts them
-        (`kubecel_values`) when the rule knows the type of `self`."""
+        (`values`) when the rule knows the type of `self`."""
         value, old_value = without_nul(value, old_value)  # the runtime cuts strings at a NUL
         data = {SELF: to_cel(value, self._declaration)}
         if old_value is not None:

@@ -1,0 +1,231 @@
+"""Issue 19 item 8: one voice across every command, enforced by a table.
+
+Every command of the `cozyrender` click group (enumerated from the group, so a
+command added later is in the table without anyone listing it) is run, through
+the real entry point, with every kind of bad input on every file it takes:
+a missing file, a folder, binary garbage, truncated YAML, text that is not
+UTF-8, a number too long to read, a key written twice, and empty input. Each
+run must end with one line `cozyrender <command>: error: ...` on stderr naming
+the file, the command's exit code for bad input, nothing on stdout, and none of
+Python's own words (a traceback, `[Errno`, `sys.set_int_max_str_digits`).
+
+How a command is given a file is read from its click parameters: a parameter
+whose metavar names a FILE, PATH or DIR takes one (`KEY=PATH` takes `x=FILE`);
+a command without parameters reads standard input. `BASE` holds the other
+arguments a parameter needs to be reached (a chart for `-f`, a state for
+`--write`); a new command without an entry is run with the file alone.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from tests.conftest import ROOT
+
+EXAMPLES = ROOT / "examples"
+CLASS = EXAMPLES / "cluster" / "gpuclasses.yaml"
+BUDGET_STATE = EXAMPLES / "budgets" / "state"
+LAUNCHER = ROOT / "bin" / "cozyrender"  # the installed `cozyrender` command (pyproject's script-files)
+CHART = ["tenant-a", str(ROOT / "charts" / "tenant"), "-n", "tenant-root"]
+
+# -- the commands, from the click group ----------------------------------------------
+
+
+def _leaves() -> dict[str, click.Command]:
+    from cozyrender.cli import group
+
+    root = group()
+    ctx = click.Context(root, info_name="cozyrender")
+    out: dict[str, click.Command] = {}
+
+    def walk(command: click.Command, path: list[str]) -> None:
+        if isinstance(command, click.Group):
+            for name in command.list_commands(ctx):
+                walk(command.get_command(ctx, name), [*path, name])
+        else:
+            out[" ".join(path)] = command
+
+    walk(root, [])
+    return out
+
+
+COMMANDS = _leaves()
+
+# -- the kinds of bad input -----------------------------------------------------------
+
+HUGE = b"1" + b"0" * 5000
+KINDS: dict[str, bytes | None] = {
+    "missing": None,
+    "directory": None,
+    "binary": bytes(range(256)) * 4,
+    "truncated": b"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: [tenant-a,\n",
+    "non-utf8": b"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: caf\xe9\n",
+    "huge-number": b"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n  generation: " + HUGE + b"\n",
+    "duplicate-keys": b"apiVersion: v1\nkind: Namespace\nkind: Namespace\nmetadata:\n  name: a\n",
+    "empty": b"",
+}
+# Kinds that are not bad for a role: an empty values file is no values (Helm's
+# answer too); a --set-file value is text, whatever it says.
+NOT_BAD = {
+    "values": {"empty"},
+    "text": {"binary", "non-utf8", "truncated", "huge-number", "duplicate-keys", "empty"},  # Helm reads bytes
+    "stdin": {"missing", "empty"},  # empty input is an empty release (post-render's documented answer)
+    "chart": {"empty"},  # an empty values.yaml documents no parameters
+}
+# Exit code for bad input: 2 everywhere, but post-render speaks to Helm (any
+# failure is 1; see README "In each case the post-renderer exits 1").
+EXIT = {"post-render": 1}
+
+# Other arguments a file parameter needs: {command: {parameter name: argv with {F}}}.
+BASE: dict[str, dict[str, list[str]]] = {
+    "template": {"values_files": [*CHART, "-f", "{F}"], "set_file": [*CHART, "--set-file", "x={F}"]},
+    "flux": {"values_files": [*CHART, "-f", "{F}"], "set_file": [*CHART, "--set-file", "x={F}"],
+             "helmrelease": ["--helmrelease", "{F}"]},
+    "check": {"write_files": ["--state", str(BUDGET_STATE), "--write", "{F}"]},
+    "gpuclass validate": {"old_files": [str(CLASS), "--old", "{F}"], "crd_path": [str(CLASS), "--crd", "{F}"]},
+}
+# Folder parameters: where in the folder the bad file goes (siblings it needs beside it).
+FOLDERS: dict[tuple[str, str], tuple[str, dict[str, bytes]]] = {
+    ("golden", "cases_dir"): ("c1/case.yaml", {}),
+    ("chart docs", "charts"): ("values.yaml", {"Chart.yaml": b"apiVersion: v2\nname: c\nversion: 0.1.0\n"}),
+}
+# Parameters left out, and why.
+LEFT_OUT = {
+    ("golden", "junit_file"): "an output file",
+    ("flux", "chart_dir"): "a checkout read through its chart (template's -f rows cover the reading)",
+}
+
+
+def _role(command: str, param: click.Parameter) -> str | None:
+    metavar = (param.metavar or "").upper()
+    if (command, param.name) in LEFT_OUT:
+        return None
+    if (command, param.name) in FOLDERS:
+        return "chart" if command == "chart docs" else "folder"
+    if metavar.startswith("KEY="):
+        return "text" if "PATH" in metavar or "FILE" in metavar else None
+    if param.name == "values_files":
+        return "values"
+    if any(word in metavar for word in ("FILE", "PATH", "DIR")) or isinstance(param.type, (click.Path, click.File)):
+        return "objects"
+    return None
+
+
+def _cases():
+    for name, command in sorted(COMMANDS.items()):
+        roles = [(param, _role(name, param)) for param in command.params]
+        roles = [(param, role) for param, role in roles if role]
+        if not command.params:
+            roles = [(None, "stdin")]
+        for param, role in roles:
+            for kind in KINDS:
+                if kind in NOT_BAD.get(role, ()):
+                    continue
+                yield pytest.param(name, param.name if param else None, role, kind,
+                                   id=f"{name}-{param.name if param else 'stdin'}-{kind}")
+
+
+def _argv(command: str, param_name: str | None, file: str) -> list[str]:
+    base = BASE.get(command, {}).get(param_name or "")
+    if base is None:
+        param = next((p for p in COMMANDS[command].params if p.name == param_name), None)
+        if param is None:
+            base = []
+        elif isinstance(param, click.Argument):
+            base = ["{F}"]
+        else:
+            flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+            base = [flag, "x={F}" if (param.metavar or "").upper().startswith("KEY=") else "{F}"]
+    return [*command.split(), *(arg.replace("{F}", file) for arg in base)]
+
+
+def _run(argv: list[str], stdin: bytes | int) -> subprocess.CompletedProcess:
+    """The real entry point; `stdin` bytes to write, or a file descriptor."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    data = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin}
+    return subprocess.run([sys.executable, "-m", "cozyrender", *argv], capture_output=True,
+                          cwd=ROOT, env=env, timeout=120, **data)
+
+
+PYTHON_WORDING = ("Traceback", "[Errno", "sys.set_int_max_str_digits", "Error:", "Usage:", "codec",
+                  "Fatal Python error", "in \"<", "^")
+
+
+def assert_one_voice(result: subprocess.CompletedProcess, command: str, names: str | None = None,
+                     exit_code: int | None = None) -> str:
+    err = result.stderr.decode("utf-8", "replace")
+    assert result.returncode == (exit_code or EXIT.get(command, 2)), (result.returncode, err)
+    assert result.stdout == b"", result.stdout[:300]
+    assert err.count("\n") == 1 and err.startswith(f"cozyrender {command}: error: "), err
+    for words in PYTHON_WORDING:
+        assert words not in err, err
+    if names is not None:
+        assert names in err, f"the message does not name {names}: {err}"
+    return err
+
+
+@pytest.mark.parametrize(("command", "param", "role", "kind"), list(_cases()))
+def test_every_command_answers_bad_input_in_one_voice(command, param, role, kind, tmp_path):
+    content = KINDS[kind]
+    stdin = subprocess.DEVNULL
+    if role == "stdin":
+        if kind == "directory":  # only the installed command can say it: Python stops before any code runs
+            folder = os.open(tmp_path, os.O_RDONLY)
+            try:
+                result = subprocess.run([str(LAUNCHER), *command.split()], stdin=folder, capture_output=True,
+                                        env={**os.environ, "PYTHONPATH": str(ROOT), "COZYRENDER_PYTHON": sys.executable},
+                                        timeout=120)
+            finally:
+                os.close(folder)
+            assert_one_voice(result, command, "standard input is a folder")
+            return
+        assert_one_voice(_run(command.split(), content), command)
+        return
+    if role in ("folder", "chart"):
+        inner, siblings = FOLDERS[(command, param)]
+        folder = tmp_path / "in"
+        target = folder / inner
+        if kind != "missing":
+            target.parent.mkdir(parents=True)
+            for sibling, data in siblings.items():
+                (target.parent / sibling).write_bytes(data)
+            if kind == "directory":
+                target.mkdir()
+            else:
+                target.write_bytes(content)
+        named = str(folder) if kind == "missing" else inner.rsplit("/", 1)[-1]
+        assert_one_voice(_run(_argv(command, param, str(folder)), stdin), command, named)
+        return
+    target = tmp_path / "bad.yaml"
+    if kind == "directory":  # a folder where a file is expected, or (for state) one holding nothing
+        target.mkdir()
+    elif content is not None:
+        target.write_bytes(content)
+    names = str(target) if kind in ("missing", "directory") else target.name
+    assert_one_voice(_run(_argv(command, param, str(target)), stdin), command, names)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_answers_a_bad_option_in_one_voice(command):
+    """Usage mistakes exit 2 on every command, post-render's included (a Helm
+    configuration mistake there: see `cozyrender.postrender.run.usage_error`)."""
+    result = _run([*command.split(), "--no-such-option"], subprocess.DEVNULL)
+    assert_one_voice(result, command, "--no-such-option", exit_code=2)
+
+
+# Input that is not a file: numbers on the command line.
+@pytest.mark.parametrize("argv", [
+    [*CHART, "--set", "resourceQuotas.cpu=" + HUGE.decode()],
+    [*CHART, "--set", "resourceQuotas.gpuclass\\.cozystack\\.io/devices=" + HUGE.decode()],
+    [*CHART, "--set-json", "x=" + HUGE.decode()],
+    [*CHART, "--set-json", '{"a": 1, "a": 2}'],
+], ids=["set-quota", "set-budget", "set-json", "set-json-duplicate"])
+@pytest.mark.parametrize("command", ["template", "flux"])
+def test_numbers_and_keys_on_the_command_line_in_one_voice(command, argv):
+    assert_one_voice(_run([command, *argv], subprocess.DEVNULL), command)
