@@ -183,7 +183,7 @@ def _row_details(row: KeyRow) -> list[tuple[str, tuple[str, ...]]]:
     if row.type != GPU and row.usage:
         used = [f"{u.namespace} {row.amount(u.used)}" for u in row.usage]
         details.append((f"used by pods in {_listed(used)} ({row.quota_key})", ("dim",)))
-    if row.unusable:
+    if row.unusable and not row.over_committed:  # (over: the cause says it)
         details.append((f"counted as 0 until fixed: {row.unusable}", ("red",)))
     for cause in row.causes:
         details.append((f"over budget: {cause}", ("red",)))
@@ -230,11 +230,14 @@ def _vgpu(node: Node, nodes: dict[str, Node]) -> tuple[str, tuple[str, ...]]:
     if vgpu.broken_by == PLATFORM:
         why = "the platform's vGPU is off"
     elif vgpu.broken_by == node.namespace:
-        why = "it does not ask (spec.gpu.vgpu)"
+        why = "it does not ask (spec.gpu.vgpu)" if node.tenant is not None else "no Tenant object asks for it"
     else:
         broken = nodes.get(vgpu.broken_by or "")
-        who = broken.label if broken is not None else vgpu.broken_by
-        why = f"{who} ({vgpu.broken_by}) does not ask (spec.gpu.vgpu)"
+        if broken is not None and broken.tenant is None:
+            why = f"{vgpu.broken_by} has no Tenant object to ask for it"
+        else:
+            who = f"{broken.tenant} ({vgpu.broken_by})" if broken is not None else vgpu.broken_by
+            why = f"{who} does not ask (spec.gpu.vgpu)"
     return (f"vGPU: not entitled: {why}{label}", ("dim",))
 
 
