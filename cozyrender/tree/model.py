@@ -323,6 +323,8 @@ class _Context:
 
     def __init__(self, state: BudgetState) -> None:
         self.state = state
+        self._budget_roots: dict[str, str | None] = {}
+        self._ordinary_roots: dict[str, str | None] = {}
         self.carving: dict[str, list[str]] = {}
         self.ordinary_carving: dict[str, list[str]] = {}
         for namespace, declaration in state.declarations.items():
@@ -330,31 +332,45 @@ class _Context:
             if parent is None:
                 continue
             if declaration.budgets:
-                root = state.budget_root(parent)
+                root = self.budget_root(parent)
                 if root is not None:
                     self.carving.setdefault(root, []).append(namespace)
             if declaration.ordinary:
-                root = state.ordinary_root(parent)
+                root = self.ordinary_root(parent)
                 if root is not None:
                     self.ordinary_carving.setdefault(root, []).append(namespace)
         self.workloads: dict[str, list[Reservation]] = {}
-        for (kind, namespace, name), workload in sorted(state.workloads.items()):
+        for (kind, namespace, name), workload in state.workloads.items():
             if workload.reservations:
                 self.workloads.setdefault(namespace, []).append(Reservation(
                     kind, namespace, name, sum(workload.reservations.values()),
                     tuple(sorted(workload.reservations.items()))))
+        for group in self.workloads.values():
+            group.sort(key=lambda reservation: (reservation.kind, reservation.name))
         self.members: dict[str, list[str]] = {}  # budget pool root -> namespaces reserving in its pool
         for namespace in sorted(state.reserved):
-            root = state.budget_root(namespace)
+            root = self.budget_root(namespace)
             if root is not None:
                 self.members.setdefault(root, []).append(namespace)
         self.ordinary_members: dict[str, list[str]] = {}
         for namespace in sorted(state.usage):
-            root = state.ordinary_root(namespace)
+            root = self.ordinary_root(namespace)
             if root is not None:
                 self.ordinary_members.setdefault(root, []).append(namespace)
         for group in (*self.carving.values(), *self.ordinary_carving.values()):
             group.sort()
+
+    def budget_root(self, namespace: str) -> str | None:
+        """`BudgetState.budget_root`, asked once per namespace."""
+        if namespace not in self._budget_roots:
+            self._budget_roots[namespace] = self.state.budget_root(namespace)
+        return self._budget_roots[namespace]
+
+    def ordinary_root(self, namespace: str) -> str | None:
+        """`BudgetState.ordinary_root`, asked once per namespace."""
+        if namespace not in self._ordinary_roots:
+            self._ordinary_roots[namespace] = self.state.ordinary_root(namespace)
+        return self._ordinary_roots[namespace]
 
     def node(self, namespace: str) -> Node:
         state = self.state
@@ -367,8 +383,8 @@ class _Context:
             parent=parent,
             depth=len(_chain(namespace)) - 1,
             children=sorted(state.children.get(namespace, ())),
-            budget_pool=state.budget_root(namespace),
-            ordinary_pool=state.ordinary_root(namespace),
+            budget_pool=self.budget_root(namespace),
+            ordinary_pool=self.ordinary_root(namespace),
             reserved=dict(sorted(state.reserved.get(namespace, {}).items())),
             workloads=self.workloads.get(namespace, []),
         )
@@ -438,7 +454,7 @@ class _Context:
         state = self.state
         declaration = state.declarations[node.namespace]
         if declaration.budgets:
-            root = state.budget_root(parent)
+            root = self.budget_root(parent)
             if root is not None:
                 node.carves_from = root
                 charge = state.tenant_charges.get(node.namespace, NO_CHARGE)
@@ -447,7 +463,7 @@ class _Context:
                         node.charges.append(ChargeUp(GPU, root, key.key, key.key, charge.for_key(key),
                                                      budget_charge(declaration, key)))
         if declaration.ordinary:
-            root = state.ordinary_root(parent)
+            root = self.ordinary_root(parent)
             if root is not None:
                 node.ordinary_carves_from = root
                 limits = state.declarations[root]
