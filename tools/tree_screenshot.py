@@ -17,7 +17,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disa
 
 
 def main(out: str = "docs/images/pool-tree.png", state: str = "examples/budgets/state", select: str = "tenant-acme",
-         hover: str = "tenant-acme-ml") -> None:
+         hover: str = "tenant-acme-web") -> None:
     from playwright.sync_api import sync_playwright
 
     page_html = subprocess.run(
