@@ -159,3 +159,10 @@ def test_two_tenants_of_one_name_need_the_namespace(tmp_path):
     err = tree("--state", state, "--tenant", "x").stderr.decode()
     assert "2 tenants are named 'x' (tenant-a-x, tenant-b-x): give the namespace instead" in err
     assert tree("--state", state, "--tenant", "tenant-b-x").returncode == 0
+
+
+def test_help_has_examples_and_the_group_lists_tree():
+    helped = tree("--help")
+    assert helped.returncode == 0 and b"Examples:" in helped.stdout and b"--kubeconfig" in helped.stdout
+    listed = subprocess.run([sys.executable, "-m", "cozyrender", "--help"], capture_output=True, cwd=ROOT)
+    assert b"tree  " in listed.stdout and b"The pool tree" in listed.stdout
