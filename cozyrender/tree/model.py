@@ -35,6 +35,7 @@ from cozyrender.budgets.usage import format_amount
 from cozyrender.entitlement import is_entitled
 
 GPU, ORDINARY = "gpu", "ordinary"
+MAX_NAMED = 5  # sub-tenants named in one cause; the row's carve-outs list them all
 PLATFORM = "platform"  # what `Vgpu.broken_by` names when the platform's switch is off
 
 Amount = int | Fraction
@@ -480,10 +481,17 @@ def _causes(row: KeyRow) -> list[str]:
     causes = []
     if row.unusable:
         causes.append(f"its value is counted as 0 until fixed: {row.unusable}")
-    for carve in row.carve_outs:
-        if carve.charge > carve.declared:
-            causes.append(f"{carve.namespace} is charged {row.amount(carve.charge)}, more than the "
-                          f"{row.amount(carve.declared)} it declares: its own pool already holds that much")
+    beyond = [carve for carve in row.carve_outs if carve.charge > carve.declared]
+    if len(beyond) == 1:
+        carve = beyond[0]
+        causes.append(f"{carve.namespace} is charged {row.amount(carve.charge)}, more than the "
+                      f"{row.amount(carve.declared)} it declares: its own pool already holds that much")
+    elif beyond:
+        beyond.sort(key=lambda carve: (-(Fraction(carve.charge) - Fraction(carve.declared)), carve.namespace))
+        named = ", ".join(f"{c.namespace} ({row.amount(c.charge)} for {row.amount(c.declared)})" for c in beyond[:MAX_NAMED])
+        more = f" and {len(beyond) - MAX_NAMED} more" if len(beyond) > MAX_NAMED else ""
+        causes.append(f"{len(beyond)} sub-tenants are charged more than they declare, their own pools already "
+                      f"holding that much: {named}{more}")
     what = "reserved" if row.type == GPU else "used"
     if row.used > row.budget:
         causes.append(f"its own pool alone has {what} {row.amount(row.used)}, more than the budget "
