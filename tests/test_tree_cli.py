@@ -166,3 +166,9 @@ def test_help_has_examples_and_the_group_lists_tree():
     assert helped.returncode == 0 and b"Examples:" in helped.stdout and b"--kubeconfig" in helped.stdout
     listed = subprocess.run([sys.executable, "-m", "cozyrender", "--help"], capture_output=True, cwd=ROOT)
     assert b"tree  " in listed.stdout and b"The pool tree" in listed.stdout
+
+
+def test_a_leaf_namespace_is_a_subtree():
+    result = tree("--state", EXAMPLE, "--tenant", "tenant-acme-web")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().splitlines()[2].startswith("web (tenant-acme-web) [pool]")

@@ -160,3 +160,49 @@ def test_the_vgpu_chain_is_the_class_checks(objects, override):
         else:
             first = next(ns for ns in chain if not namespace_entitled(state, ns, platform))
             assert node.vgpu.broken_by == first
+
+
+@SETTINGS
+@given(states(), st.data())
+def test_filters_only_hide(objects, data):
+    """--tenant, --class and --depth leave every figure as the whole tree
+    has it; they hide namespaces (counted in `hidden`) and rows, never
+    change one; --class keeps exactly the GPU rows covering the class and
+    every tenant that has one or reserves the class."""
+    from cozyrender.budgets.tree import is_within
+
+    state = index_state(objects)
+    findings = audit(state)
+    whole = {node["namespace"]: node for node in tree_data(build_tree(state, findings))["tenants"]}
+    top = data.draw(st.sampled_from(sorted(whole)))
+    gpu_class = data.draw(st.sampled_from([None, *CLASSES]))
+    depth = data.draw(st.one_of(st.none(), st.integers(0, 3)))
+    shown = tree_data(build_tree(state, findings, tenant=top, gpu_class=gpu_class, depth=depth))
+    assert shown["root"] == top
+    subtree = [ns for ns in whole if is_within(ns, top)]
+    assert len(shown["tenants"]) + shown["filters"]["hidden"] == len(subtree)
+
+    def covers(row):
+        return row["type"] == "gpu" and row["key"] in (
+            "gpuclass.cozystack.io/devices", f"{gpu_class}.gpuclass.cozystack.io/devices")
+
+    seen = set()
+    for node in shown["tenants"]:
+        full = whole[node["namespace"]]
+        seen.add(node["namespace"])
+        assert is_within(node["namespace"], top)
+        assert depth is None or node["depth"] - whole[top]["depth"] <= depth
+        assert set(node["children"]) <= set(full["children"])
+        expected_rows = full["keys"] if gpu_class is None else [row for row in full["keys"] if covers(row)]
+        assert node["keys"] == expected_rows
+        unchanged = {k: v for k, v in full.items() if k not in ("keys", "children", "chargedTo")}
+        assert {k: v for k, v in node.items() if k not in ("keys", "children", "chargedTo")} == unchanged
+    for namespace in subtree:
+        full = whole[namespace]
+        if depth is not None and full["depth"] - whole[top]["depth"] > depth:
+            assert namespace not in seen
+            continue
+        if gpu_class is None:
+            assert namespace in seen
+        elif any(covers(row) for row in full["keys"]) or gpu_class in full["reserved"]:
+            assert namespace in seen

@@ -305,7 +305,8 @@ def _chain(namespace: str) -> list[str]:
 
 def _resolve_tenant(state: BudgetState, name: str) -> str:
     """A namespace of the tree, or the namespace of the one Tenant named so."""
-    if name in state.children or name in state.declarations or name == ROOT_NAMESPACE:
+    parent = parent_namespace(name)
+    if name == ROOT_NAMESPACE or name in state.children or (parent is not None and name in state.children.get(parent, ())):
         return name
     owners = sorted(ns for ns, declaration in state.declarations.items() if declaration.tenant == name)
     if len(owners) == 1:
