@@ -3,7 +3,8 @@ bench_budgets.py (10,000 tenants five levels deep, 100,000 VMs and worker
 pools, 200,000 pods) as `cozyrender tree` lays it out, in all three
 outputs, side by side with `check`'s audit of the same state (the peer:
 the tree reads the same index and runs the same audit, then groups and
-lays out). Then the HTML page in Debian's chromium: from navigation to
+lays out), in process and as whole processes reading the state file.
+Then the HTML page in Debian's chromium: from navigation to
 interactive (the page's ready mark), and a search that reveals a deep
 tenant (target: interactive in under 2 s). Prints figures and ratios;
 asserts nothing."""
@@ -68,6 +69,8 @@ def run() -> None:
         print(f"  -o {name:<15} layout {took:.2f} s, {size / 2**20:.1f} MiB; index + audit + tree + layout "
               f"{whole:.2f} s = {whole / check_total:.2f}x check's audit alone")
 
+    _whole_processes(objects)
+
     if not os.access(CHROMIUM, os.X_OK):
         print(f"  chromium: {CHROMIUM} is missing (make chromium); the page was not opened")
         return
@@ -99,6 +102,35 @@ def run() -> None:
     print(f"  html in chromium: navigation to interactive {opened[1]:.2f} s median of 3 (best {opened[0]:.2f} s, "
           f"worst {opened[2]:.2f} s; target < 2 s), {boxes} boxes drawn of {nodes:,}; a search revealing a "
           f"tenant five levels deep {searched[1] * 1e3:.0f} ms")
+
+
+def _whole_processes(objects) -> None:
+    """As a user runs them: `cozyrender check --state` (the audit) beside
+    `cozyrender tree --state -o X`, each a whole process reading the same
+    `kubectl -o json` file."""
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "state.json"
+        path.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        command = [sys.executable, "-m", "cozyrender"]
+        env = dict(os.environ, PYTHONPATH=str(HERE.parent))
+
+        def timed(*args: str) -> float:
+            start = time.perf_counter()
+            done = subprocess.run([*command, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+            took = time.perf_counter() - start
+            if done.returncode not in (0, 1):
+                raise RuntimeError(done.stderr.decode())
+            return took
+
+        check = timed("check", "--state", str(path))
+        print(f"whole process on the {path.stat().st_size / 2**20:.0f} MiB state file: cozyrender check (audit) "
+              f"{check:.1f} s")
+        for output in ("tree", "json", "html"):
+            took = timed("tree", "--state", str(path), "-o", output)
+            print(f"  cozyrender tree -o {output:<4} {took:.1f} s ({took / check:.2f}x check)")
 
 
 if __name__ == "__main__":
