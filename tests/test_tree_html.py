@@ -186,3 +186,22 @@ def test_deep_levels_are_drawn_on_demand(browser, tmp_path):
     no_horizontal_overflow(page)
     assert requests == [html.as_uri()]
     page.close()
+
+
+def test_text_from_the_state_is_text(browser, tmp_path):
+    """A key or a name from the state never becomes markup or script: the
+    data is inert JSON in the page and the page writes it as text."""
+    hostile = "</script><img src=x onerror=alert(1)><!--"
+    state = tmp_path / "hostile.yaml"
+    state.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": APPS, "kind": "Tenant", "metadata": {"name": "acme", "namespace": "tenant-root"},
+         "spec": {"resourceQuotas": {hostile: 1, "cpu": "1"}}}]}))
+    page, data, requests, html = open_page(browser, tmp_path, state)
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    assert_numbers_equal_json(page.evaluate(DRAWN), data)
+    page.click(".node[data-ns='tenant-acme'] > .box .head")
+    assert hostile in page.text_content("#details")
+    assert page.locator("img").count() == 0 and dialogs == []
+    assert requests == [html.as_uri()]
+    page.close()

@@ -28,7 +28,7 @@ from cozyrender.budgets.charges import ALL_CLASSES
 
 from .jsonout import SCHEMA_VERSION, header_data
 from .model import GPU, KeyRow, Node, Tree
-from .text import _node_details, _row_details
+from .text import node_details, row_details
 
 MAX_SEGMENTS = 12  # carve-out segments drawn per bar; the rest are one "others" segment
 
@@ -91,7 +91,7 @@ def _row(row: KeyRow) -> dict[str, Any]:
         "cn": _number(row.carved_out),
         "o": 1 if row.over_committed else 0,
         "s": [[c.tenant, c.namespace, row.amount(c.charge), _number(c.charge)] for c in shown],
-        "d": [text for text, _ in _row_details(row)],
+        "d": [text for text, _ in row_details(row)],
     }
     if rest:
         data["so"] = [len(rest), _number(sum(Fraction(c.charge) for c in rest))]
@@ -118,7 +118,7 @@ def _node(tree: Tree, node: Node, index: dict[str, int], weight: float) -> dict[
         "f": flags,
         "w": round(weight, 3),
         "rows": [_row(row) for row in node.keys],
-        "notes": [[text, " ".join(styles)] for text, styles in _node_details(tree, node)],
+        "notes": [[text, " ".join(styles)] for text, styles in node_details(tree, node)],
     }
 
 

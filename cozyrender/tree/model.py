@@ -30,7 +30,7 @@ from cozyrender.budgets.audit import Finding
 from cozyrender.budgets.charges import ALL_CLASSES, NO_CHARGE, budget_charge, caps
 from cozyrender.budgets.index import BudgetState, covered, key_order
 from cozyrender.budgets.model import quota_field
-from cozyrender.budgets.tree import ROOT_NAMESPACE, is_within, parent_namespace
+from cozyrender.budgets.tree import ROOT_NAMESPACE, parent_namespace
 from cozyrender.budgets.usage import format_amount
 from cozyrender.entitlement import is_entitled
 
@@ -254,8 +254,8 @@ def build_tree(
     unattached = []
     for finding in findings:
         node = nodes.get(finding.namespace)
-        if node is None:
-            if not is_within(finding.namespace, ROOT_NAMESPACE) or top == ROOT_NAMESPACE:
+        if node is None:  # outside the tree (a malformed namespace), or outside the shown subtree
+            if top == ROOT_NAMESPACE:
                 unattached.append(finding)
             continue
         node.findings.append(finding)

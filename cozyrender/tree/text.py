@@ -140,9 +140,9 @@ def _walk(tree: Tree, namespace: str, above: str, last: bool, top: bool, lines: 
         for index, row in enumerate(rows):
             if index:
                 lines.append(_Line(rest, rest_styled, row))
-            for text, styles in _row_details(row):
+            for text, styles in row_details(row):
                 lines.append(_Line(rest, rest_styled, text=text, text_styles=styles, indent="  "))
-        for text, styles in _node_details(tree, node):
+        for text, styles in node_details(tree, node):
             lines.append(_Line(rest, rest_styled, text=text, text_styles=styles))
         children = node.children
         for index in reversed(range(len(children))):
@@ -170,7 +170,7 @@ def _listed(items: list[str]) -> str:
     return shown + (f" and {len(items) - MAX_LISTED} more" if len(items) > MAX_LISTED else "")
 
 
-def _row_details(row: KeyRow) -> list[tuple[str, tuple[str, ...]]]:
+def row_details(row: KeyRow) -> list[tuple[str, tuple[str, ...]]]:
     details: list[tuple[str, tuple[str, ...]]] = []
     if row.carve_outs:
         carves = [f"{c.tenant} {row.amount(c.charge)}"
@@ -190,7 +190,7 @@ def _row_details(row: KeyRow) -> list[tuple[str, tuple[str, ...]]]:
     return details
 
 
-def _node_details(tree: Tree, node: Node) -> list[tuple[str, tuple[str, ...]]]:
+def node_details(tree: Tree, node: Node) -> list[tuple[str, tuple[str, ...]]]:
     details: list[tuple[str, tuple[str, ...]]] = []
     nodes = tree.nodes
     for charge in node.charges:
@@ -249,4 +249,4 @@ def _fmt(charge, declared: bool = False) -> str:
     return format_amount(charge.quota_key, Fraction(charge.declared if declared else charge.charge))
 
 
-__all__ = ["render_text"]
+__all__ = ["node_details", "render_text", "row_details"]
