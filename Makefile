@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries controlplane cluster cluster-down wheelhouse demo test bench dist clean
+.PHONY: venv binaries controlplane cluster cluster-down wheelhouse chromium screenshot demo test bench dist clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -79,10 +79,21 @@ dist: venv binaries
 demo: venv
 	$(PY) -m cozyrender.demo
 
-test: venv binaries controlplane wheelhouse
+# Debian's chromium for the pool tree page's tests and picture (Playwright drives
+# it; no browser is downloaded). CI runs as root on a fresh machine.
+CHROMIUM := /usr/bin/chromium
+chromium: $(CHROMIUM)
+$(CHROMIUM):
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+
+# docs/images/pool-tree.png: the pool tree page of the bundled example.
+screenshot: venv chromium
+	$(PY) tools/tree_screenshot.py docs/images/pool-tree.png
+
+test: venv binaries controlplane wheelhouse chromium
 	$(PY) -m pytest
 
-bench: venv binaries
+bench: venv binaries chromium
 	$(PY) -m compileall -q cozyrender
 	$(PY) bench/run.py
 

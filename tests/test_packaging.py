@@ -101,7 +101,7 @@ def test_the_wheel_runs_every_command_outside_the_repository(installed, tmp_path
     assert not where.stdout.decode().startswith(str(ROOT))
 
     assert run(installed, cozy, "--version", cwd=work).stdout.decode().strip().endswith(version())
-    for command in ("post-render", "template", "golden", "check", "catalog", "gpuclass", "flux", "completion"):
+    for command in ("post-render", "template", "golden", "check", "catalog", "gpuclass", "flux", "completion", "tree"):
         helped = run(installed, cozy, command, "--help", cwd=work)
         assert helped.returncode == 0 and b"Usage:" in helped.stdout, (command, helped.stderr)
 
@@ -133,6 +133,9 @@ def test_the_wheel_runs_every_command_outside_the_repository(installed, tmp_path
     assert refused.returncode == 1 and refused.stdout.startswith(b"refused"), refused.stderr
     catalog = run(installed, cozy, "catalog", "--state", "cluster", cwd=work)
     assert catalog.returncode == 0 and b"a100-4c" in catalog.stdout, catalog.stderr
+    # the pool tree's page: its template is package data
+    page = run(installed, cozy, "tree", "--state", "budgets/state", "-o", "html", cwd=work)
+    assert page.returncode == 0 and b"GPU pool tree" in page.stdout and b"tenant-acme-ml" in page.stdout, page.stderr
 
     # flux: the README's example against the bundled chart, in sync, then written afresh
     shutil.copytree(ROOT / "examples" / "flux", work / "flux")

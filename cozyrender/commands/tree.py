@@ -1,0 +1,127 @@
+"""`cozyrender tree`: the pool tree of a state: budgets, carve-outs,
+reservations and headroom per tenant and key.
+
+    cozyrender tree --state PATH... [-o tree|json|html] [--tenant NAME] [--class C] [--depth N]
+
+Reads the state exactly as `check` does (files, folders, `-`), indexes it
+and audits it with the same library calls, and lays the result out
+(`cozyrender.tree`). Exit 0 whatever the figures say (the audit's exit
+status is `check`'s job), 2 bad input. A thin shell.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+
+import click
+
+from cozyrender.commands import examples, fail, load_state
+
+OUTPUTS = ("tree", "json", "html")
+
+
+@click.command("tree", context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(
+    "cozyrender tree --state examples/budgets/state",
+    "cozyrender tree --state live.json --tenant tenant-acme --class a100 --depth 1",
+    "kubectl get tenants,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses -A -o json | "
+    "cozyrender tree --state -",
+    "cozyrender tree --state live.json -o html > pool-tree.html",
+    "cozyrender tree --state live.json -o json | jq '.tenants[] | select(.keys[].overCommitted)'"))
+@click.option("--state", "state_paths", multiple=True, metavar="PATH",
+              help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests), "
+                   "'-' for standard input; repeatable.")
+@click.argument("more_state", nargs=-1, metavar="[PATH]...")
+@click.option("-o", "--output", type=click.Choice(OUTPUTS), default="tree", show_default=True,
+              help="tree for people (colour on a terminal), json for scripts, html for a self-contained page.")
+@click.option("--tenant", metavar="NAME",
+              help="Show only this tenant's subtree: a namespace (tenant-acme-ml) or a Tenant's name when unique.")
+@click.option("--class", "gpu_class", metavar="CLASS",
+              help="Show only the GPU keys covering this class and the tenants capping or reserving it.")
+@click.option("--depth", type=int, metavar="N", help="Show N levels below the top (0: the top alone).")
+@click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
+              help="The platform's gpu.vgpu, overriding what the state says.")
+# ---- a live cluster: the kubeconfig client lives in cozyrender.kube.client (the webhook's) ----
+@click.option("--kubeconfig", metavar="FILE", help="Read the state from a cluster (with --context).")
+@click.option("--context", "kube_context", metavar="NAME", help="The kubeconfig context to read.")
+def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], output: str, tenant: str | None,
+            gpu_class: str | None, depth: int | None, platform_vgpu: str | None,
+            kubeconfig: str | None, kube_context: str | None) -> None:
+    """Show the tenant tree with, per tenant and key, the budget, what
+    sub-tenants carve out, what VMs and worker pools reserve, and what is
+    left; over-commits with their cause, pool roots, GPU-only tenants and
+    the vGPU entitlement along the chain."""
+    from cozyrender.budgets import audit, index_state
+    from cozyrender.kube.shape import ShapeError
+    from cozyrender.state import Objects, StateError, describe
+    from cozyrender.tree import TreeError, build_tree
+
+    paths = state_paths + more_state
+    live = kubeconfig is not None or kube_context is not None
+    if not paths and not live:
+        fail("give the state with --state PATH (files or folders of YAML/JSON), or --kubeconfig")
+    if paths and live:
+        fail("give the state as files (--state) or from a cluster (--kubeconfig/--context), not both")
+    override = None if platform_vgpu is None else platform_vgpu == "true"
+    objects = Objects()
+    try:
+        objects = _live_objects(kubeconfig, kube_context) if live else load_state(paths)
+        gc.freeze()  # as check does: the loaded objects live until exit
+        state = index_state(objects)
+        findings = audit(state)
+        tree = build_tree(state, findings, tenant=tenant, gpu_class=gpu_class, depth=depth,
+                          platform_vgpu=override)
+    except TreeError as err:
+        fail(str(err))
+    except (StateError, ShapeError) as err:
+        fail(describe(err, objects))
+    except (RecursionError, ArithmeticError) as err:
+        fail(f"cannot read the input: {type(err).__name__}: {err}")
+    except ValueError as err:
+        fail(f"cannot read the input: {err}")
+    _print(tree, output, tenant)
+
+
+def _print(tree, output: str, tenant: str | None) -> None:
+    if output == "json":
+        import json
+
+        from cozyrender.tree.jsonout import tree_data
+
+        click.echo(json.dumps(tree_data(tree, tenant), indent=2))
+    elif output == "html":
+        from cozyrender.tree.html import render_html
+
+        click.echo(render_html(tree, tenant), nl=False)
+    else:
+        from cozyrender.tree.text import render_text
+
+        click.echo(render_text(tree, colour=_colour()), nl=False, color=_colour())
+
+
+def _colour() -> bool:
+    """Colour on a terminal only, and never with NO_COLOR set (no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return False
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+# ---------------------------------------------------------------- live cluster
+# The kubeconfig client is the webhook's (`cozyrender.kube.client`, with
+# `read_state(client)`); it is wired here at merge. No second client here.
+
+def _live_objects(kubeconfig: str | None, context: str | None):
+    try:
+        from cozyrender.kube import client as kube_client  # type: ignore[attr-defined]
+    except ImportError:
+        kube_client = None
+    if kube_client is None or not hasattr(kube_client, "read_state"):
+        fail("reading a cluster (--kubeconfig/--context) is not in this build yet; give the state as files: "
+             "kubectl get tenants,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses,namespaces -A "
+             "-o json | cozyrender tree --state -")
+    client = kube_client.client_from_kubeconfig(kubeconfig, context)  # the name the lead wires at merge
+    return kube_client.read_state(client)
