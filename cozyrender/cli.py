@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "flux": "cozyrender.commands.flux:command",
     "completion": "cozyrender.commands.completion:command",
     "chart": "cozyrender.commands.chartdocs:command",
+    "webhook": "cozyrender.commands.webhook:command",
 }
 # What `cozyrender --help` lists, whole (click would cut each docstring's first
 # sentence at the terminal's width), without importing every command.
@@ -37,6 +38,7 @@ SUMMARIES: dict[str, str] = {
     "gpuclass": "Validate GPUClass objects offline against the shipped CRD",
     "post-render": "The Helm post-renderer: a rendered release on stdin, post-rendered on stdout",
     "template": "Render a chart like `helm template [RELEASE] CHART`, then post-render it",
+    "webhook": "Serve the GPU budget rules as a validating admission webhook (race-safe across replicas)",
 }
 HELP = ("-h", "--help")
 
