@@ -67,12 +67,21 @@ WATCHED: tuple[Watched, ...] = (
 )
 
 
-def resource(watched: Watched):
-    """The lightkube resource class of `watched` (generic: plain dict objects)."""
-    from lightkube.generic_resource import create_global_resource, create_namespaced_resource
+_RESOURCES: dict[Watched, type] = {}
 
-    make = create_namespaced_resource if watched.namespaced else create_global_resource
-    return make(watched.group, watched.version, watched.kind, watched.plural)
+
+def resource(watched: Watched):
+    """The lightkube resource class of `watched`: a generic resource (objects
+    are plain dicts), made once and kept out of lightkube's registry, where
+    the core kinds already have typed classes."""
+    found = _RESOURCES.get(watched)
+    if found is None:
+        from lightkube.generic_resource import GenericGlobalResource, GenericNamespacedResource, create_api_info
+
+        base = GenericNamespacedResource if watched.namespaced else GenericGlobalResource
+        info = create_api_info(watched.group, watched.version, watched.kind, watched.plural)
+        found = _RESOURCES[watched] = type(watched.kind, (base,), {"_api_info": info})
+    return found
 
 
 def list_scope(watched: Watched) -> dict:

@@ -241,7 +241,7 @@ class Cache:
 
         client = self._client()
         failures = 0
-        version = ""
+        version = self._versions.get(watched.kind, "")  # empty: list first
         while not self._stop.is_set():
             try:
                 if not version:
