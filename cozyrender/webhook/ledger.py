@@ -258,7 +258,7 @@ class Arbiter:
                         self._put(entry.obj, undo)
                 if review.operation == "UPDATE" and old is not None:
                     cached = self.index.get(old)
-                    if cached is None or _version(cached) != _version(old) or not _version(old):
+                    if not _same(cached, old):  # the watch lags behind the stored object
                         self._put(old, undo)
                 elif review.operation == "CREATE":
                     cached = self.index.get(obj)
@@ -281,3 +281,14 @@ class Arbiter:
 
 def _version(obj: Mapping) -> str:
     return (obj.get("metadata") or {}).get("resourceVersion") or ""
+
+
+def _same(cached: Mapping | None, old: Mapping) -> bool:
+    """Whether the watched copy is the request's oldObject (same
+    resourceVersion, or the same content)."""
+    if cached is None:
+        return False
+    version = _version(old)
+    if version and _version(cached) == version:
+        return True
+    return {k: v for k, v in cached.items() if k != "metadata"} == {k: v for k, v in old.items() if k != "metadata"}

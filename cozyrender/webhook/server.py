@@ -22,6 +22,7 @@ loop, so a slow or hostile client cannot stall other connections.
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import threading
 import time
@@ -57,6 +58,8 @@ class WebhookServer(ThreadingHTTPServer):
 
     def get_request(self):
         conn, addr = self.socket.accept()
+        # Small answers: never wait for the peer's delayed ACK (Nagle) before sending one.
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.tls is not None:  # the handshake happens on first read, in the connection's thread
             conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
         return conn, addr
