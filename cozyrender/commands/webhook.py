@@ -114,5 +114,6 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
         server.serve_forever()
     finally:
         stopping.set()
+        server.drain()  # requests being answered get their answer
         cache.stop()
         server.server_close()

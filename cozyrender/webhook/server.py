@@ -44,6 +44,7 @@ Route = Callable[[object], dict]
 
 class WebhookServer(ThreadingHTTPServer):
     daemon_threads = True
+    block_on_close = False  # idle keep-alive connections never hold up a stop; see `drain`
     allow_reuse_address = True
     request_queue_size = 128
 
@@ -54,7 +55,20 @@ class WebhookServer(ThreadingHTTPServer):
         self.ready = ready
         self.not_ready_reason = not_ready_reason
         self.metrics = metrics
+        self.inflight = 0
+        self._inflight_lock = threading.Lock()
         super().__init__(address, _Handler)
+
+    def track(self, delta: int) -> None:
+        with self._inflight_lock:
+            self.inflight += delta
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Wait until no request is being answered (after `shutdown`), at most `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while self.inflight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self.inflight
 
     def get_request(self):
         conn, addr = self.socket.accept()
@@ -168,11 +182,15 @@ class _Handler(BaseHTTPRequestHandler):
                 413)
             return
         started = time.perf_counter()
-        data = self.rfile.read(int(length))
-        review = self._review(route, data)
-        kind = review.pop("_kind", "other")
-        self.server.metrics.latency.labels(kind).observe(time.perf_counter() - started)
-        self._reply(review, kind)
+        self.server.track(1)
+        try:
+            data = self.rfile.read(int(length))
+            review = self._review(route, data)
+            kind = review.pop("_kind", "other")
+            self.server.metrics.latency.labels(kind).observe(time.perf_counter() - started)
+            self._reply(review, kind)
+        finally:
+            self.server.track(-1)
 
     def _review(self, route: Route, data: bytes) -> dict:
         try:
