@@ -225,3 +225,59 @@ def test_the_cache_relists_after_410_gone(cluster, api) -> None:
         assert index.get(vm_body(namespace, "g0", 0)) is None
     finally:
         cache.stop()
+
+
+def test_two_tenants_racing_for_one_pool_are_not_both_admitted(cluster, api) -> None:
+    parent = make_tenant(api, "carve", {A100: 10})
+    time.sleep(0.5)
+    barrier = threading.Barrier(2)
+
+    def create(name: str) -> int:
+        client = KubeAPI(cluster)
+        barrier.wait()
+        status, body = client.create(apps_path("tenants", parent), {
+            "apiVersion": APPS, "kind": "Tenant", "metadata": {"name": name, "namespace": parent},
+            "spec": {"resourceQuotas": {A100: 6}}})
+        assert status in (201, 403), body
+        return status
+
+    for attempt in range(3):
+        with ThreadPoolExecutor(2) as pool:
+            statuses = sorted(pool.map(create, [f"a{attempt}", f"b{attempt}"]))
+        assert statuses == [201, 403]
+        status, body = api.get(apps_path("tenants", parent))
+        for item in body["items"]:
+            assert api.delete(apps_path("tenants", parent, item["metadata"]["name"]))[0] == 200
+        time.sleep(1)  # the watches see the deletions before the next attempt
+
+
+def test_read_state_gives_check_the_cluster_the_webhook_sees(cluster, api, tmp_path) -> None:
+    """`read_state` (what `tree --kubeconfig` uses) lists what the webhook
+    watches; `cozyrender check` on it answers as the webhook answered."""
+    from test_budgets_builders import run_check_json
+
+    from cozyrender.kube.client import make_client, read_state
+
+    namespace = make_tenant(api, "state", {A100: 3})
+    status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "one", 2))
+    assert status == 201, body
+    objects = read_state(make_client(str(cluster.kubeconfig)))
+    kinds = {o["kind"] for o in objects}
+    assert {"Tenant", "VMInstance", "GPUClass", "Namespace"} <= kinds
+    assert {"apiVersion", "kind", "metadata"} <= set(next(o for o in objects if o["kind"] == "VMInstance"))
+    assert all(o["metadata"]["namespace"].startswith("tenant-") for o in objects
+               if o["kind"] in ("Pod", "ResourceQuota"))
+    for count, admitted in ((1, True), (2, False)):
+        write = vm_body(namespace, f"w{count}", count)
+        code, decision = run_check_json(tmp_path, objects, write)
+        status, body = api.create(apps_path("vminstances", namespace), write, dry_run=True)
+        assert (code == 0) is decision["allowed"] is (status == 201) is admitted, (decision, body)
+        if not admitted:
+            assert decision["reasons"][0]["message"].split(": ", 1)[1] in body["message"]
+
+
+def test_metrics_show_the_cache_and_its_watch_lag(cluster, api) -> None:
+    for replica in (0, 1):
+        assert webhook_metric(cluster, replica, 'cozyrender_webhook_cache_objects{kind="Tenant"}') >= 1
+        assert webhook_metric(cluster, replica, 'cozyrender_webhook_watch_lag_seconds_count{kind="Tenant"}') >= 1
+        assert webhook_metric(cluster, replica, "cozyrender_webhook_ready") == 1
