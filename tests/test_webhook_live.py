@@ -281,3 +281,36 @@ def test_metrics_show_the_cache_and_its_watch_lag(cluster, api) -> None:
         assert webhook_metric(cluster, replica, 'cozyrender_webhook_cache_objects{kind="Tenant"}') >= 1
         assert webhook_metric(cluster, replica, 'cozyrender_webhook_watch_lag_seconds_count{kind="Tenant"}') >= 1
         assert webhook_metric(cluster, replica, "cozyrender_webhook_ready") == 1
+
+
+def test_a_cache_whose_api_server_goes_away_turns_unready(tmp_path_factory) -> None:
+    """After the first sync, watches and relists that keep failing make the
+    cache stale: not ready, saying why (its own control plane, stopped here)."""
+    from conftest import _control_plane
+
+    from cozyrender.budgets.live import LiveIndex
+    from cozyrender.kube.client import WATCHED, make_client
+    from cozyrender.webhook.cache import Cache
+    from cozyrender.webhook.metrics import Metrics
+
+    plane = _control_plane(tmp_path_factory, 0)
+    try:
+        kinds = tuple(w for w in WATCHED if w.kind in ("VMInstance", "Namespace"))
+        cache = Cache(lambda: make_client(str(plane.kubeconfig), timeout=2.0), LiveIndex(), threading.Lock(),
+                      Metrics(), server_timeout=5, read_margin=2, watched=kinds, stale_after=2)
+        cache.start()
+        try:
+            deadline = time.monotonic() + 20
+            while not cache.ready() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert cache.ready() and cache.not_ready_reason() == ""
+            plane.stop_process("kube-apiserver")
+            deadline = time.monotonic() + 30
+            while cache.ready() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert not cache.ready()
+            assert "has failed for more than 2 s, so the cache may be stale" in cache.not_ready_reason()
+        finally:
+            cache.stop()
+    finally:
+        plane.stop()

@@ -10,8 +10,10 @@ Rules:
   version was compacted away) relists the kind and replaces its objects by
   difference, so the index changes only where the cluster did;
 - watches carry a server timeout (`timeoutSeconds`) and a client read
-  timeout a little longer, so a watch that went silent is noticed and
-  restarted instead of starving the cache;
+  timeout a little longer, so a watch that went silent is noticed; a watch
+  that fails (silent, cut, refused) relists its kind, and while a kind's
+  watches and relists keep failing for more than 30 s the cache counts as
+  stale: not ready, and decisions are refused until a list succeeds;
 - every index change happens under `lock`, the lock decisions read under;
 - an object the rules cannot read is kept out of the index and listed in
   `unreadable` (decisions are refused while there are any: fail closed);
@@ -42,6 +44,7 @@ log = logging.getLogger("cozyrender.webhook.cache")
 SERVER_TIMEOUT = 240  # seconds the API server keeps a watch open before closing it cleanly
 READ_MARGIN = 30  # more seconds of silence after that before the client gives up on it
 RETRY = (0.5, 1, 2, 5, 10)  # back-off after errors
+STALE_AFTER = 30.0  # seconds of failing watches and relists before the cache counts as stale (not ready)
 SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
@@ -85,7 +88,7 @@ class Cache:
 
     def __init__(self, make_client: Callable[[], object], index: LiveIndex, lock: threading.Lock,
                  metrics: Metrics, server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN,
-                 watched: tuple[Watched, ...] = WATCHED) -> None:
+                 watched: tuple[Watched, ...] = WATCHED, stale_after: float = STALE_AFTER) -> None:
         self.make_client = make_client
         self.index = index
         self.lock = lock
@@ -93,6 +96,8 @@ class Cache:
         self.server_timeout = server_timeout
         self.read_margin = read_margin
         self.watched = watched
+        self.stale_after = stale_after
+        self._failing_since: dict[str, float] = {}  # kind -> when its watch started failing
         self._objects: dict[str, dict[tuple, dict]] = {w.kind: {} for w in watched}
         self._synced: dict[str, bool] = {w.kind: False for w in watched}
         self._problem: dict[str, str] = {}
@@ -121,10 +126,21 @@ class Cache:
                 pass
 
     def ready(self) -> bool:
-        return all(self._synced.values())
+        """Every first list synced, and no kind whose watch has been failing
+        (and relisting failing) for more than `stale_after` seconds."""
+        return all(self._synced.values()) and not self._stale()
+
+    def _stale(self) -> list[str]:
+        now = time.monotonic()
+        return [kind for kind, since in self._failing_since.items() if now - since > self.stale_after]
 
     def not_ready_reason(self) -> str:
         waiting = [kind for kind, synced in self._synced.items() if not synced]
+        stale = self._stale()
+        if stale and not waiting:
+            problems = "; ".join(f"{kind}: {self._problem.get(kind, 'failing')}" for kind in stale)
+            return (f"the watch of {', '.join(stale)} has failed for more than {self.stale_after:g} s, so the "
+                    f"cache may be stale ({problems})")
         if not waiting:
             return ""
         problems = "; ".join(f"{kind}: {self._problem[kind]}" for kind in waiting if kind in self._problem)
@@ -249,6 +265,7 @@ class Cache:
                     self.replace_all(watched, listed)
                     self._synced[watched.kind] = True
                     self._problem.pop(watched.kind, None)
+                    self._failing_since.pop(watched.kind, None)
                     self._versions[watched.kind] = version
                     self.metrics.ready.set(1 if self.ready() else 0)
                 self._watch(client, watched, version)
@@ -269,6 +286,7 @@ class Cache:
                     version = ""
                     continue
                 failures += 1
+                self._failing_since.setdefault(watched.kind, time.monotonic())
                 self._problem[watched.kind] = f"{code}: {err.status.message if err.status else err}"
                 self.metrics.watch_restarts.labels(watched.kind, "error").inc()
                 version = ""
@@ -279,7 +297,9 @@ class Cache:
                 reason = "timeout" if "Timeout" in type(err).__name__ else "error"
                 self._problem[watched.kind] = f"{type(err).__name__}: {err}"
                 self.metrics.watch_restarts.labels(watched.kind, reason).inc()
-                version = self._versions.get(watched.kind, "")
+                # Relist rather than resume: only a list proves the cache current again.
+                version = ""
+                self._failing_since.setdefault(watched.kind, time.monotonic())
                 log.warning("watch of %s: %s: %s", watched.plural, type(err).__name__, err)
             self._stop.wait(RETRY[min(failures, len(RETRY)) - 1] if failures else 0)
 
