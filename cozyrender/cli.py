@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "completion": "cozyrender.commands.completion:command",
     "chart": "cozyrender.commands.chartdocs:command",
     "tree": "cozyrender.commands.tree:command",
+    "webhook": "cozyrender.commands.webhook:command",
 }
 # What `cozyrender --help` lists, whole (click would cut each docstring's first
 # sentence at the terminal's width), without importing every command.
@@ -39,6 +40,7 @@ SUMMARIES: dict[str, str] = {
     "post-render": "The Helm post-renderer: a rendered release on stdin, post-rendered on stdout",
     "template": "Render a chart like `helm template [RELEASE] CHART`, then post-render it",
     "tree": "The pool tree: budgets, carve-outs, reservations and headroom per tenant and key",
+    "webhook": "Serve the GPU budget rules as a validating admission webhook (race-safe across replicas)",
 }
 HELP = ("-h", "--help")
 

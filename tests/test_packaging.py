@@ -101,7 +101,7 @@ def test_the_wheel_runs_every_command_outside_the_repository(installed, tmp_path
     assert not where.stdout.decode().startswith(str(ROOT))
 
     assert run(installed, cozy, "--version", cwd=work).stdout.decode().strip().endswith(version())
-    for command in ("post-render", "template", "golden", "check", "catalog", "gpuclass", "flux", "completion", "tree"):
+    for command in ("post-render", "template", "golden", "check", "catalog", "gpuclass", "flux", "completion", "tree", "webhook"):
         helped = run(installed, cozy, command, "--help", cwd=work)
         assert helped.returncode == 0 and b"Usage:" in helped.stdout, (command, helped.stderr)
 

@@ -1,0 +1,119 @@
+"""`cozyrender webhook`: the GPU budget rules as a validating admission
+webhook, race-safe across replicas.
+
+    cozyrender webhook --listen 127.0.0.1:8443 --tls-cert FILE --tls-key FILE \\
+        [--kubeconfig FILE] [--context NAME] [--namespace cozyrender-system] \\
+        [--ledger NAME] [--reservation-ttl SECONDS] [--platform-vgpu true|false]
+
+Serves until SIGTERM or SIGINT, then stops gracefully (the requests in
+flight are answered). A thin shell over `cozyrender.webhook`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+
+from cozyrender.commands import examples, fail
+
+DEFAULT_NAMESPACE = "cozyrender-system"
+
+
+def _address(listen: str) -> tuple[str, int]:
+    host, sep, port = listen.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        fail(f"--listen {listen}: expected HOST:PORT, e.g. 0.0.0.0:8443")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+@click.command("webhook", context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(
+    "cozyrender webhook --listen 0.0.0.0:8443 --tls-cert /tls/tls.crt --tls-key /tls/tls.key",
+    "cozyrender webhook --listen 127.0.0.1:8443 --tls-cert tls.crt --tls-key tls.key --kubeconfig ~/.kube/config"))
+@click.option("--listen", default="0.0.0.0:8443", show_default=True, metavar="HOST:PORT",
+              help="Address to serve HTTPS on.")
+@click.option("--tls-cert", required=True, metavar="FILE", help="The serving certificate (PEM).")
+@click.option("--tls-key", required=True, metavar="FILE", help="Its private key (PEM).")
+@click.option("--kubeconfig", metavar="FILE", help="Kubeconfig to reach the cluster (default: in-cluster, then "
+              "$KUBECONFIG or ~/.kube/config).")
+@click.option("--context", metavar="NAME", help="The kubeconfig context to use.")
+@click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True,
+              help="The webhook's namespace, where the ledger ConfigMap is.")
+@click.option("--ledger", default="cozyrender-reservations", show_default=True, metavar="NAME",
+              help="The reservation ledger ConfigMap.")
+@click.option("--reservation-ttl", type=click.FloatRange(1, 3600), default=60, show_default=True, metavar="SECONDS",
+              help="How long a reservation holds when no watch sees its object.")
+@click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
+              help="The platform's gpu.vgpu, overriding what the cluster says.")
+def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, context: str | None, namespace: str,
+            ledger: str, reservation_ttl: float, platform_vgpu: str | None) -> None:
+    """Serve the GPU budget rules as a validating admission webhook."""
+    import ssl
+
+    from cozyrender.budgets.live import LiveIndex
+    from cozyrender.kube.client import ClientError, make_client
+    from cozyrender.webhook.cache import Cache
+    from cozyrender.webhook.ledger import Arbiter, ConfigMapLedger, LedgerError
+    from cozyrender.webhook.metrics import Metrics
+    from cozyrender.webhook.server import serve, tls_context
+
+    address = _address(listen)
+    try:
+        tls = tls_context(tls_cert, tls_key)
+    except FileNotFoundError as err:
+        fail(f"--tls-cert/--tls-key: {err.filename or tls_cert}: no such file")
+    except (ssl.SSLError, OSError) as err:
+        fail(f"cannot use the certificate {tls_cert} and key {tls_key}: {getattr(err, 'reason', None) or err}")
+    try:
+        ledger_client = make_client(kubeconfig, context, timeout=2.0)
+        make_client(kubeconfig, context)  # the watches' clients are made per kind, the same way
+    except ClientError as err:
+        fail(str(err))
+
+    index, lock, metrics = LiveIndex(), threading.Lock(), Metrics()
+    cache = Cache(lambda: make_client(kubeconfig, context), index, lock, metrics)
+    store = ConfigMapLedger(ledger_client, namespace, ledger)
+    arbiter = Arbiter(index, lock, metrics, store, seen=cache.seen, unreadable=lambda: cache.unreadable,
+                      ttl=reservation_ttl, platform_vgpu=None if platform_vgpu is None else platform_vgpu == "true")
+    ledger_state = {"ok": False, "why": "the ledger has not been read yet"}
+    stopping = threading.Event()
+
+    def check_ledger() -> None:
+        while not stopping.is_set() and not ledger_state["ok"]:
+            try:
+                store.read()
+                ledger_state.update(ok=True, why="")
+            except LedgerError as err:
+                ledger_state["why"] = str(err)
+            except Exception as err:
+                ledger_state["why"] = f"cannot read the ledger: {type(err).__name__}: {err}"
+            stopping.wait(2)
+
+    def ready() -> bool:
+        return ledger_state["ok"] and cache.ready()
+
+    def not_ready_reason() -> str:
+        return "; ".join(part for part in (cache.not_ready_reason(), ledger_state["why"]) if part)
+
+    try:
+        server = serve(address, tls, {"/validate": arbiter}, ready, metrics, not_ready_reason)
+    except OSError as err:
+        fail(f"cannot listen on {listen}: {err.strerror or err}")
+    cache.start()
+    threading.Thread(target=check_ledger, name="ledger-check", daemon=True).start()
+
+    def stop(signum, frame) -> None:
+        stopping.set()
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    click.echo(f"cozyrender webhook: serving https://{listen}/validate", err=True)
+    try:
+        server.serve_forever()
+    finally:
+        stopping.set()
+        server.drain()  # requests being answered get their answer
+        cache.stop()
+        server.server_close()

@@ -1,0 +1,47 @@
+"""The webhook's Prometheus metrics, one registry per server (so tests can
+run several in one process).
+
+Rule: every decision is counted by outcome and kind and timed; the cache
+reports its size per kind, its watch lag and its restarts (relists after
+410 Gone, timeouts, errors); the ledger its conflicts and entries.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+PREFIX = "cozyrender_webhook"
+# Admission budgets are a few milliseconds; the API server gives up at timeoutSeconds.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+LAG_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.decisions = Counter(f"{PREFIX}_decisions", "Admission decisions by outcome "
+                                 "(allowed, refused, invalid, error, unchecked) and kind", ["outcome", "kind"],
+                                 registry=r)
+        self.latency = Histogram(f"{PREFIX}_decision_seconds", "Time to answer an AdmissionReview, by kind",
+                                 ["kind"], buckets=LATENCY_BUCKETS, registry=r)
+        self.watch_lag = Histogram(f"{PREFIX}_watch_lag_seconds", "Time from an object's last write "
+                                   "(managedFields, second resolution) to its watch event here, by kind",
+                                   ["kind"], buckets=LAG_BUCKETS, registry=r)
+        self.reservation_lag = Histogram(f"{PREFIX}_reservation_to_watch_seconds", "Time from admitting a "
+                                         "growing write (its ledger entry) to this replica's watch seeing it",
+                                         buckets=LAG_BUCKETS, registry=r)
+        self.cache_objects = Gauge(f"{PREFIX}_cache_objects", "Objects in the cache, by kind", ["kind"],
+                                   registry=r)
+        self.unreadable = Gauge(f"{PREFIX}_cache_unreadable_objects", "Cached objects the rules cannot read "
+                                "(checked writes are refused while there are any)", registry=r)
+        self.watch_restarts = Counter(f"{PREFIX}_watch_restarts", "Watches restarted, by kind and reason "
+                                      "(gone: relisted after 410; timeout; error)", ["kind", "reason"], registry=r)
+        self.ready = Gauge(f"{PREFIX}_ready", "1 once every first list has synced", registry=r)
+        self.ledger_conflicts = Counter(f"{PREFIX}_ledger_conflicts", "Ledger writes refused with 409 Conflict "
+                                        "(re-read and re-checked)", registry=r)
+        self.ledger_writes = Counter(f"{PREFIX}_ledger_writes", "Reservations written to the ledger", registry=r)
+        self.ledger_entries = Gauge(f"{PREFIX}_ledger_entries", "Live entries in the ledger at the last read",
+                                    registry=r)
+        self.ledger_seconds = Histogram(f"{PREFIX}_ledger_seconds", "Time of one ledger read or write",
+                                        ["operation"], buckets=LATENCY_BUCKETS, registry=r)

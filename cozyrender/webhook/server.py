@@ -1,0 +1,230 @@
+"""The webhook's HTTPS server: AdmissionReview routes, health, readiness and
+metrics.
+
+Rule: every AdmissionReview gets an AdmissionReview back, and an answer that
+cannot be computed is a refusal saying why (fail closed): a request before
+the cache has synced, a body that is too large, too deep or not JSON, a
+route that raises. Routes are a dict of path -> handler (`/validate` now;
+`/mutate` is added the same way), each taking the parsed body and returning
+the AdmissionReview to send. `/healthz` is 200 while the process serves,
+`/readyz` 503 until `ready()` says the cache has synced, `/metrics` the
+Prometheus text format.
+
+Built on the standard library (`ssl` and `http.server.ThreadingHTTPServer`,
+HTTP/1.1 keep-alive, one thread per connection): the API server keeps a few
+long-lived connections per replica, the work per request is a few
+milliseconds of Python under a lock, and nothing asynchronous would run it
+faster; a framework would add a dependency and an event loop for no gain.
+The TLS handshake runs in the connection's thread, never in the accept
+loop, so a slow or hostile client cannot stall other connections.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from . import admission
+from .metrics import Metrics
+
+MAX_BODY = 3 * 1024 * 1024  # the API server's own request limit is 3 MiB
+MAX_DEPTH = 100  # JSON nesting; an AdmissionReview of these kinds is a dozen levels deep
+IDLE_TIMEOUT = 60.0  # seconds a keep-alive connection may sit idle (or a request take to arrive)
+
+Route = Callable[[object], dict]
+
+
+class WebhookServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # idle keep-alive connections never hold up a stop; see `drain`
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None, routes: dict[str, Route],
+                 ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "") -> None:
+        self.tls = tls
+        self.routes = dict(routes)
+        self.ready = ready
+        self.not_ready_reason = not_ready_reason
+        self.metrics = metrics
+        self.inflight = 0
+        self._inflight_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def track(self, delta: int) -> None:
+        with self._inflight_lock:
+            self.inflight += delta
+
+    def drain(self, timeout: float = 5.0) -> bool:
+        """Wait until no request is being answered (after `shutdown`), at most `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while self.inflight and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return not self.inflight
+
+    def get_request(self):
+        conn, addr = self.socket.accept()
+        # Small answers: never wait for the peer's delayed ACK (Nagle) before sending one.
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.tls is not None:  # the handshake happens on first read, in the connection's thread
+            conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        return conn, addr
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # a client that went away mid-handshake or mid-request: nothing to answer
+
+    @property
+    def port(self) -> int:
+        return self.server_address[1]
+
+    def serve_in_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="webhook-https", daemon=True)
+        thread.start()
+        return thread
+
+
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server context: TLS 1.2 or later, the given certificate and key."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(cert_file, key_file)
+    return context
+
+
+def _too_deep(value: object, limit: int = MAX_DEPTH) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        current, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(current, dict):
+            stack.extend((item, depth + 1) for item in current.values())
+        elif isinstance(current, list):
+            stack.extend((item, depth + 1) for item in current)
+    return False
+
+
+def _uid_of(body: object) -> str:
+    request = body.get("request") if isinstance(body, dict) else None
+    uid = request.get("uid") if isinstance(request, dict) else None
+    return uid if isinstance(uid, str) else ""
+
+
+def _kind_of(body: object) -> str:
+    request = body.get("request") if isinstance(body, dict) else None
+    kind = request.get("kind") if isinstance(request, dict) else None
+    name = kind.get("kind") if isinstance(kind, dict) else None
+    return name if name in admission.CHECKED_KINDS else "other"
+
+
+def _outcome(review: dict) -> str:
+    response = review.get("response") or {}
+    if response.get("allowed"):
+        return "allowed"
+    code = (response.get("status") or {}).get("code")
+    return {403: "refused", 422: "invalid"}.get(code, "error")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    timeout = IDLE_TIMEOUT
+    server: WebhookServer
+
+    def log_message(self, format: str, *args) -> None:  # the metrics say what happened; no access log
+        pass
+
+    def _send(self, code: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/healthz":
+            self._send(200, b"ok\n", "text/plain")
+        elif path == "/readyz":
+            if self.server.ready():
+                self._send(200, b"ok\n", "text/plain")
+            else:
+                reason = self.server.not_ready_reason() or "the cache has not synced"
+                self._send(503, f"not ready: {reason}\n".encode(), "text/plain")
+        elif path == "/metrics":
+            self._send(200, generate_latest(self.server.metrics.registry), CONTENT_TYPE_LATEST)
+        else:
+            self._send(404, b"not found\n", "text/plain")
+
+    def do_POST(self) -> None:
+        path = self.path.split("?", 1)[0]
+        route = self.server.routes.get(path)
+        if route is None:
+            self._drain_and_close()
+            self._send(404, b"not found\n", "text/plain")
+            return
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            self.close_connection = True
+            self._send(411, b"a Content-Length is required\n", "text/plain")
+            return
+        if int(length) > MAX_BODY:
+            self.close_connection = True  # the body is not read: the connection cannot be reused
+            self._reply(admission.envelope(admission.cannot_decide(
+                None, "", f"the request body is {int(length)} bytes, more than the {MAX_BODY} accepted")), "other",
+                413)
+            return
+        started = time.perf_counter()
+        self.server.track(1)
+        try:
+            data = self.rfile.read(int(length))
+            review = self._review(route, data)
+            kind = review.pop("_kind", "other")
+            self.server.metrics.latency.labels(kind).observe(time.perf_counter() - started)
+            self._reply(review, kind)
+        finally:
+            self.server.track(-1)
+
+    def _review(self, route: Route, data: bytes) -> dict:
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError) as err:
+            why = "too deeply nested" if isinstance(err, RecursionError) else f"not JSON ({err})"
+            return dict(admission.envelope(admission.cannot_decide(None, "", f"the body is {why}")), _kind="other")
+        kind, uid = _kind_of(body), _uid_of(body)
+        if _too_deep(body):
+            return dict(admission.envelope(admission.cannot_decide(
+                None, uid, f"the body is nested more than {MAX_DEPTH} levels deep")), _kind=kind)
+        if not self.server.ready():
+            reason = self.server.not_ready_reason() or "its cache of the cluster has not synced yet"
+            return dict(admission.envelope(admission.cannot_decide(None, uid, f"the webhook is not ready: {reason}")),
+                        _kind=kind)
+        try:
+            review = route(body)
+        except Exception as err:  # fail closed, saying why; never a traceback to the API server
+            review = admission.envelope(admission.cannot_decide(None, uid, f"{type(err).__name__}: {err}"))
+        return dict(review, _kind=kind)
+
+    def _reply(self, review: dict, kind: str, code: int = 200) -> None:
+        self.server.metrics.decisions.labels(_outcome(review), kind).inc()
+        self._send(code, json.dumps(review, separators=(",", ":")).encode())
+
+    def _drain_and_close(self) -> None:
+        self.close_connection = True
+
+
+def serve(address: tuple[str, int], tls: ssl.SSLContext | None, routes: dict[str, Route],
+          ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "",
+          ) -> WebhookServer:
+    """A server bound to `address` (port 0: any free port), not yet serving."""
+    return WebhookServer(address, tls, routes, ready, metrics, not_ready_reason)
+
+
+__all__ = ["MAX_BODY", "MAX_DEPTH", "Route", "WebhookServer", "serve", "tls_context"]
