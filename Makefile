@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries wheelhouse demo test bench dist clean
+.PHONY: venv binaries flux-controllers wheelhouse demo test bench dist clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -29,6 +29,15 @@ $(VENV)/.installed: pyproject.toml
 binaries: $(BIN)/.fetched
 $(BIN)/.fetched: tools/fetch_binaries.py | $(VENV)/.installed
 	$(PY) tools/fetch_binaries.py $(BIN)
+	touch $@
+
+# Flux helm-controller v1.5.0 (what Cozystack ships), built from its Go module,
+# and the Flux CRDs the test cluster installs, from the same modules. Built once;
+# the first build takes about 8 minutes on 2 cores (downloads included).
+FLUX_CRDS := .cache/flux-crds
+flux-controllers: $(FLUX_CRDS)/.built
+$(FLUX_CRDS)/.built: tools/controlplane/helm-controller/go.mod tools/controlplane/helm-controller/build.sh
+	tools/controlplane/helm-controller/build.sh $(BIN) $(FLUX_CRDS)
 	touch $@
 
 wheelhouse: $(WHEELHOUSE)/.fetched
