@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries flux-controllers wheelhouse demo test bench dist clean
+.PHONY: venv binaries controlplane flux-controllers cluster cluster-down wheelhouse demo test bench dist clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -30,6 +30,30 @@ binaries: $(BIN)/.fetched
 $(BIN)/.fetched: tools/fetch_binaries.py | $(VENV)/.installed
 	$(PY) tools/fetch_binaries.py $(BIN)
 	touch $@
+
+# The test control plane, built from Go modules (tools/controlplane/*/go.mod) and reused once
+# built: kube-apiserver and kube-controller-manager v1.35.4 (k8s.io/kubernetes, staging modules
+# pinned to v0.35.4) and etcd v3.6 (go.etcd.io/etcd/server/v3). Measured on 2 cores with the
+# modules downloaded: kube-apiserver 3 min 20 s, then kube-controller-manager 1 min 40 s (shared
+# packages cached), etcd 25 s; Go's build cache makes a rebuild seconds.
+GO_LDFLAGS := -s -w
+KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.35.4 \
+  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
+controlplane: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/etcd
+$(BIN)/kube-apiserver $(BIN)/kube-controller-manager: $(BIN)/%: tools/controlplane/kubernetes/go.mod tools/controlplane/kubernetes/go.sum
+	mkdir -p $(BIN)
+	cd tools/controlplane/kubernetes && go build -trimpath -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" \
+	  -o $(abspath $@) k8s.io/kubernetes/cmd/$*
+$(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools/controlplane/etcd/main.go
+	mkdir -p $(BIN)
+	cd tools/controlplane/etcd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
+
+# A live control plane on loopback with the webhook (two replicas); `make cluster-down` stops it.
+CLUSTER_DIR := .cache/cluster
+cluster: venv binaries controlplane
+	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR)
+cluster-down:
+	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
 
 # Flux helm-controller v1.5.0 (what Cozystack ships), built from its Go module,
 # and the Flux CRDs the test cluster installs, from the same modules. Built once;
@@ -64,7 +88,7 @@ dist: venv binaries
 demo: venv
 	$(PY) -m cozyrender.demo
 
-test: venv binaries wheelhouse
+test: venv binaries controlplane wheelhouse
 	$(PY) -m pytest
 
 bench: venv binaries

@@ -53,3 +53,36 @@ def replaced(obj: dict, path: tuple, value) -> dict:
         cursor = cursor[key]
     cursor[path[-1]] = value
     return obj
+
+
+def _control_plane(tmp_path_factory, replicas: int, **options):
+    """A real etcd + kube-apiserver (tools/controlplane), stopped at the end of
+    the session; `replicas` webhook replicas behind the balancer."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
+    from cluster import ControlPlane
+
+    for binary in ("kube-apiserver", "etcd"):
+        _binary("COZYRENDER_" + binary.upper().replace("-", "_"), binary)
+    plane = ControlPlane(tmp_path_factory.mktemp("cluster"), BIN, webhook_replicas=replicas, **options)
+    plane.start()
+    return plane
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory):
+    """The control plane without the webhook: for what the API server itself
+    decides (CRD rules, objects the charts render, Helm releases). No tenant
+    namespace exists: `cozystack-basics` creates tenant-root, as in Cozystack."""
+    plane = _control_plane(tmp_path_factory, 0, namespaces=("cozy-system", "cozy-monitoring", "cozyrender-system"))
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """The control plane with two webhook replicas registered, as `make cluster` gives."""
+    plane = _control_plane(tmp_path_factory, 2)
+    yield plane
+    plane.stop()

@@ -59,7 +59,7 @@ from cozyrender.gpuclass import (
     kubecel_lists, kubecel_net, kubecel_quantity, kubecel_semver, kubecel_strings, kubecel_validators,
 )
 from cozyrender.gpuclass.kubecel_types import DeclType, TypeRegistry, decl_type
-from cozyrender.gpuclass.kubecel_values import holds_nul, to_cel
+from cozyrender.gpuclass.kubecel_values import to_cel, without_nul
 
 SELF = "self"
 OLD_SELF = "oldSelf"
@@ -77,8 +77,6 @@ class RuleCompileError(ValueError):
     """A rule the CEL environment cannot compile or that does not yield a bool."""
 
 
-# See kubecel_values.holds_nul.
-NUL_REFUSED = "a string holds a NUL character, which the offline CEL runtime cannot pass to a rule intact"
 
 
 class RuleEvaluationError(ValueError):
@@ -239,8 +237,7 @@ class CompiledRule:
         """The rule's result as a Python value (for tests of the libraries).
         Formatted strings are converted as the API server converts them
         (`kubecel_values`) when the rule knows the type of `self`."""
-        if holds_nul(value) or holds_nul(old_value):
-            raise RuleEvaluationError(NUL_REFUSED)  # refused rather than judged on a cut string
+        value, old_value = without_nul(value, old_value)  # the runtime cuts strings at a NUL
         data = {SELF: to_cel(value, self._declaration)}
         if old_value is not None:
             data[OLD_SELF] = to_cel(old_value, self._declaration)
@@ -270,8 +267,7 @@ class Expression:
             raise RuleCompileError(f"{expression!r} does not compile: {_first_line(err)}") from None
 
     def evaluate(self, data: Mapping | None = None):
-        if holds_nul(data):
-            raise RuleEvaluationError(NUL_REFUSED)
+        (data,) = without_nul(data or {})  # the runtime cuts strings at a NUL
         try:
             result = self._program.eval(data=dict(data or {}))
         except RuntimeError as err:

@@ -119,16 +119,55 @@ def _needs_conversion(declaration: DeclType | None) -> bool:
     return declaration.kind in ("list", "map") and _needs_conversion(declaration.element)
 
 
+def _strings(value: object):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings(key)
+            yield from _strings(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _strings(item)
+
+
 def holds_nul(value: object) -> bool:
     """Whether a string anywhere in `value` (a key or a value) holds a NUL
-    character. cel-expr-python passes strings to cel-cpp as C strings, cut at
-    the first NUL, so a rule would judge a different value than the API server
-    does (`"ok\\x00BAD"` would match a name rule as `"ok"`)."""
+    character."""
+    return any("\x00" in text for text in _strings(value))
+
+
+def without_nul(*values: object) -> tuple:
+    """`values` with every NUL character replaced by one stand-in character
+    that occurs in none of their strings.
+
+    cel-expr-python passes strings to cel-cpp as C strings, cut at the first
+    NUL, so a rule would judge a different value than the API server does
+    (`"ok\\x00BAD"` would match a name rule as `"ok"`, and an immutable
+    `"A\\x00B"` changed to `"A\\x00C"` would read unchanged). The stand-in,
+    a private-use character, keeps what the CRD rules can observe: every
+    string's length in characters, equality between any two strings (the
+    replacement is one-to-one), `has()`, and what a regular expression's
+    letter, digit, `/` or `.` classes match (neither character is in any of
+    them). It does not keep byte order against other characters: no rule of
+    the shipped CRD compares strings by order. Values without a NUL are
+    returned as they are."""
+    if not any(holds_nul(value) for value in values):
+        return values
+    used = set()
+    for value in values:
+        for text in _strings(value):
+            used.update(text)
+    stand_in = next(chr(code) for code in range(0xE000, 0xF900) if chr(code) not in used)
+    return tuple(_replace_nul(value, stand_in) for value in values)
+
+
+def _replace_nul(value: object, stand_in: str):
     if isinstance(value, str):
-        return "\x00" in value
+        return value.replace("\x00", stand_in)
     if isinstance(value, Mapping):
-        return any(holds_nul(key) or holds_nul(item) for key, item in value.items())
+        return {_replace_nul(key, stand_in): _replace_nul(item, stand_in) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return any(holds_nul(item) for item in value)
-    return False
+        return [_replace_nul(item, stand_in) for item in value]
+    return value
 

@@ -17,9 +17,35 @@ from cozyrender.gpuclass.structural.prune import additional_of
 # defaulted).
 
 def apply_defaults(obj, schema: Mapping | None):
-    """Default `obj` in place under `schema` and return it."""
+    """Default `obj` in place under `schema` and return it. Nulls the schema
+    does not allow and cannot default are dropped first, as the API server
+    drops them before defaulting (`profile: null` is then absent, not a
+    string of the wrong type)."""
+    _drop_disallowed_nulls(obj, schema)
     _default_value(obj, schema)
     return obj
+
+
+def _drop_disallowed_nulls(value, schema: Mapping | None) -> None:
+    """Remove every object field whose value is null while its schema is not
+    nullable and has no default; recurse into every value below."""
+    if schema is None:
+        return
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        has_additional, additional = additional_of(schema)
+        for key in list(value):
+            sub = properties.get(key, additional if has_additional else None)
+            if sub is None:
+                continue
+            if _non_nullable_null(value[key], sub) and sub.get("default") is None:
+                del value[key]
+            else:
+                _drop_disallowed_nulls(value[key], sub)
+    elif isinstance(value, list):
+        items = schema.get("items")
+        for item in value:
+            _drop_disallowed_nulls(item, items if isinstance(items, Mapping) else None)
 
 
 def _non_nullable_null(value, schema: Mapping | None) -> bool:

@@ -1,0 +1,385 @@
+"""A real Kubernetes control plane on loopback, for the tests and `make cluster`.
+
+Starts, each as its own process group, with every port on 127.0.0.1:
+- etcd (built from go.etcd.io/etcd/server/v3) and kube-apiserver v1.35.4
+  (built from k8s.io/kubernetes), client-certificate authentication, RBAC;
+- kube-controller-manager v1.35.4 with the namespace and garbage-collector
+  controllers (a deleted namespace is emptied and goes; owned objects follow
+  their owner). No kubelet, scheduler or kube-proxy: pods never run;
+- the GPUClass CRD and stand-in CRDs for Cozystack's apps.cozystack.io kinds;
+- the namespaces `cozy-system`, `cozyrender-system` and `tenant-root` (or those given);
+- N replicas of `cozyrender webhook` behind a round-robin balancer (the
+  Service hop), with the webhook chart's RBAC, ledger and webhook
+  configuration applied from `helm template charts/cozyrender-webhook`,
+  and the replicas authenticating as the chart's service account.
+
+    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2]
+    python tools/controlplane/cluster.py down [--dir .cache/cluster]
+
+`up` returns once everything answers ready and leaves the processes running;
+their ids are in `<dir>/state.json`, which `down` reads. The admin kubeconfig
+is `<dir>/kubeconfig`. From Python, `ControlPlane(dir).start()` /
+`.stop()` do the same (the tests' fixture).
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+from pki import CA, service_account_keys  # noqa: E402
+
+DEFAULT_BIN = REPO / ".cache" / "bin"
+WEBHOOK_NAMESPACE = "cozyrender-system"
+WEBHOOK_ACCOUNT = "cozyrender-webhook"
+CRDS = (
+    REPO / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml",
+    HERE / "crds" / "apps-cozystack-io-standins.yaml",
+)
+# Kinds of the webhook chart's output applied here (the Deployment, Service,
+# PodDisruptionBudget and certificates are the cluster's job: no kubelet here).
+CHART_KINDS_APPLIED = frozenset({
+    "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
+    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
+})
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": "cozyrender-test",
+        "clusters": [{"name": "cozyrender-test", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+        "contexts": [{"name": "cozyrender-test", "context": {"cluster": "cozyrender-test", "user": user}}],
+    }
+
+
+class ControlPlane:
+    def __init__(self, directory: Path, bin_dir: Path = DEFAULT_BIN, webhook_replicas: int = 2,
+                 webhook_args: tuple[str, ...] = (),
+                 namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root")) -> None:
+        self.dir = Path(directory).resolve()
+        self.bin = Path(bin_dir).resolve()
+        self.webhook_replicas = webhook_replicas
+        self.webhook_args = tuple(webhook_args)
+        self.namespaces = tuple(namespaces)
+        self.pki = self.dir / "pki"
+        self.logs = self.dir / "logs"
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.webhook_kubeconfig = self.dir / "webhook-kubeconfig"
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.pids: dict[str, int] = {}
+        self.ports: dict[str, int] = {}
+        self.server = ""
+
+    # -- processes ------------------------------------------------------------
+
+    def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> None:
+        log = open(self.logs / f"{name}.log", "ab")
+        process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True, env=env, cwd=self.dir)
+        log.close()
+        self.processes[name] = process
+        self.pids[name] = process.pid
+        self._save()
+
+    def _save(self) -> None:
+        (self.dir / "state.json").write_text(json.dumps(
+            {"pids": self.pids, "ports": self.ports, "server": self.server}, indent=2))
+
+    def _wait(self, what: str, probe, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise ClusterError(f"{name} exited with {process.returncode} while waiting for {what}; "
+                                       f"see {self.logs / (name + '.log')}")
+            try:
+                if probe():
+                    return
+            except Exception as err:  # noqa: BLE001 - any failure to answer is "not yet"
+                last = err
+            time.sleep(0.2)
+        raise ClusterError(f"{what} not ready after {timeout:.0f} s ({last})")
+
+    def _https_ok(self, url: str, cert: Path | None = None, key: Path | None = None) -> bool:
+        context = ssl.create_default_context(cafile=str(self.pki / "ca.crt"))
+        if cert is not None:
+            context.load_cert_chain(str(cert), str(key))
+        with urllib.request.urlopen(url, context=context, timeout=2) as response:
+            return response.status == 200
+
+    # -- lifecycle ------------------------------------------------------------
+
+    def start(self) -> ControlPlane:
+        for binary in ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl", "helm4"):
+            if not (self.bin / binary).exists():
+                raise ClusterError(f"{self.bin / binary} is missing: run `make controlplane binaries`")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.pki.mkdir(exist_ok=True)
+        self.logs.mkdir(exist_ok=True)
+        try:
+            self._pki()
+            self._start_etcd()
+            self._start_apiserver()
+            self._start_controller_manager()
+            self._install_crds()
+            if self.webhook_replicas:
+                self.start_webhooks()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _pki(self) -> None:
+        ca = self.ca = CA(self.pki)
+        self.ca_pem = ca.pem
+        self.apiserver_cert = ca.issue("apiserver", "kube-apiserver",
+                                       server_names=("127.0.0.1", "localhost", "kubernetes.default.svc"))
+        self.admin_cert = ca.issue("admin", "cozyrender-admin", organizations=("system:masters",), client=True)
+        self.webhook_client_cert = ca.issue(
+            "webhook-client", f"system:serviceaccount:{WEBHOOK_NAMESPACE}:{WEBHOOK_ACCOUNT}",
+            organizations=("system:serviceaccounts", f"system:serviceaccounts:{WEBHOOK_NAMESPACE}"), client=True)
+        # Its controllers would each use a service account with its own role; one identity with
+        # every right is simpler for a test plane.
+        self.controller_manager_cert = ca.issue("controller-manager", "system:kube-controller-manager",
+                                                organizations=("system:masters",), client=True)
+        self.webhook_serving_cert = ca.issue("webhook", "cozyrender-webhook", server_names=("127.0.0.1", "localhost"))
+        self.sa_key, self.sa_pub = service_account_keys(self.pki)
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.ports.update(etcd=client, etcd_peer=peer)
+        self._spawn("etcd", [
+            str(self.bin / "etcd"), "--name", "default", "--data-dir", str(self.dir / "etcd-data"),
+            "--listen-client-urls", f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"default=http://127.0.0.1:{peer}", "--log-level", "warn",
+            # Test data only: a lost write on power loss does not matter here, and fsync on a shared
+            # CI disk would dominate every test's time.
+            "--unsafe-no-fsync",
+        ])
+        self._wait("etcd", lambda: urllib.request.urlopen(f"http://127.0.0.1:{client}/health", timeout=2).status == 200, 30)
+
+    def _start_apiserver(self) -> None:
+        port = free_port()
+        self.ports["apiserver"] = port
+        self.server = f"https://127.0.0.1:{port}"
+        cert, key = self.apiserver_cert
+        self._spawn("kube-apiserver", [
+            str(self.bin / "kube-apiserver"),
+            f"--etcd-servers=http://127.0.0.1:{self.ports['etcd']}",
+            "--bind-address=127.0.0.1", f"--secure-port={port}", "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={cert}", f"--tls-private-key-file={key}",
+            f"--client-ca-file={self.pki / 'ca.crt'}",
+            f"--service-account-key-file={self.sa_pub}", f"--service-account-signing-key-file={self.sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--authorization-mode=Node,RBAC",
+            # No kubelet or kube-proxy here: the `kubernetes` Service's endpoints would be a loopback
+            # address, which the API refuses.
+            "--endpoint-reconciler-type=none",
+            f"--cert-dir={self.pki}", "--profiling=false", "--v=1",
+        ])
+        kubeconfig = _kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
+        self.kubeconfig.write_text(yaml.safe_dump(kubeconfig))
+        self.webhook_kubeconfig.write_text(yaml.safe_dump(
+            _kubeconfig(self.server, self.pki / "ca.crt", *self.webhook_client_cert, WEBHOOK_ACCOUNT)))
+        self._save()
+        self._wait("kube-apiserver", lambda: self._https_ok(f"{self.server}/readyz", *self.admin_cert), 90)
+
+    def _start_controller_manager(self) -> None:
+        kubeconfig = self.dir / "controller-manager-kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(
+            self.server, self.pki / "ca.crt", *self.controller_manager_cert, "system:kube-controller-manager")))
+        self._spawn("kube-controller-manager", [
+            str(self.bin / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            "--controllers=namespace-controller,garbage-collector-controller",
+            "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            f"--cert-dir={self.pki / 'controller-manager'}", "--v=1",
+        ])
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 60) -> subprocess.CompletedProcess:
+        result = subprocess.run([str(self.bin / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+                                input=input, capture_output=True, text=True, timeout=timeout)
+        if check and result.returncode != 0:
+            message = result.stderr.strip() or result.stdout.strip()
+            raise ClusterError(f"kubectl {' '.join(args)}: {message[:2000]}")
+        return result
+
+    def wait_crds_established(self, timeout: float = 60) -> None:
+        """Every CRD Established (a CRD just created may not have conditions yet)."""
+        def established() -> bool:
+            crds = json.loads(self.kubectl("get", "crd", "-o", "json").stdout)["items"]
+            return all(any(c.get("type") == "Established" and c.get("status") == "True"
+                           for c in (crd.get("status") or {}).get("conditions") or []) for crd in crds)
+        self._wait("CRDs Established", established, timeout)
+
+    def _install_crds(self) -> None:
+        for crd in CRDS:
+            self.kubectl("apply", "--server-side", "-f", str(crd))
+        self.wait_crds_established()
+        for namespace in self.namespaces:
+            self.kubectl("create", "namespace", namespace)
+        # The API server serves new CRD kinds shortly after Established: wait until discovery has them.
+        self._wait("apps.cozystack.io discovery",
+                   lambda: "vminstances" in self.kubectl("api-resources", "--api-group=apps.cozystack.io",
+                                                         check=False).stdout, 30)
+
+    # -- the webhook ----------------------------------------------------------
+
+    def webhook_objects(self, url: str) -> list[dict]:
+        """The webhook chart's cluster objects, pointed at `url` with this CA."""
+        values = {
+            "clientConfig": {"url": url, "caBundle": base64.b64encode(self.ca_pem).decode()},
+        }
+        values_file = self.dir / "webhook-values.yaml"
+        values_file.write_text(yaml.safe_dump(values))
+        rendered = subprocess.run(
+            [str(self.bin / "helm4"), "template", "cozyrender-webhook", str(REPO / "charts" / "cozyrender-webhook"),
+             "--namespace", WEBHOOK_NAMESPACE, "-f", str(values_file)],
+            capture_output=True, text=True, env={**os.environ, "HELM_CACHE_HOME": str(self.dir / "helm"),
+                                                 "HELM_CONFIG_HOME": str(self.dir / "helm"),
+                                                 "HELM_DATA_HOME": str(self.dir / "helm")})
+        if rendered.returncode != 0:
+            raise ClusterError(f"helm template charts/cozyrender-webhook: {rendered.stderr.strip()}")
+        return [doc for doc in yaml.safe_load_all(rendered.stdout) if doc and doc.get("kind") in CHART_KINDS_APPLIED]
+
+    def start_webhooks(self) -> None:
+        replicas = []
+        for index in range(self.webhook_replicas):
+            port = free_port()
+            self.ports[f"webhook-{index}"] = port
+            replicas.append(port)
+            self.start_webhook(index)
+        balancer = free_port()
+        self.ports["webhook-balancer"] = balancer
+        self._spawn("webhook-balancer", [
+            sys.executable, str(HERE / "balancer.py"), "--listen", f"127.0.0.1:{balancer}",
+            *[arg for port in replicas for arg in ("--backend", f"127.0.0.1:{port}")],
+        ])
+        objects = self.webhook_objects(f"https://127.0.0.1:{balancer}/validate")
+        configurations = [obj for obj in objects if obj["kind"].endswith("WebhookConfiguration")]
+        rest = [obj for obj in objects if obj not in configurations]
+        # RBAC and the ledger first; the replicas must be ready before the API server calls them.
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": rest}))
+        for index in range(self.webhook_replicas):
+            self.wait_webhook(index)
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": configurations}))
+        self.webhook_configurations = configurations
+
+    def start_webhook(self, index: int) -> None:
+        cert, key = self.webhook_serving_cert
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+        self._spawn(f"webhook-{index}", [
+            sys.executable, "-m", "cozyrender", "webhook", "--listen", f"127.0.0.1:{self.ports[f'webhook-{index}']}",
+            "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(self.webhook_kubeconfig),
+            "--namespace", WEBHOOK_NAMESPACE, *self.webhook_args,
+        ], env=env)
+
+    def wait_webhook(self, index: int, timeout: float = 60) -> None:
+        port = self.ports[f"webhook-{index}"]
+        self._wait(f"webhook replica {index}", lambda: self._https_ok(f"https://127.0.0.1:{port}/readyz"), timeout)
+
+    def stop_process(self, name: str, timeout: float = 10) -> None:
+        pid = self.pids.pop(name, None)
+        process = self.processes.pop(name, None)
+        if pid is not None:
+            _terminate(pid, timeout)
+        if process is not None:
+            process.wait()
+        self._save()
+
+    def stop(self) -> None:
+        # Webhooks first (nothing calls them once the API server is gone), etcd last.
+        order = sorted(self.pids, key=lambda name: ("webhook" not in name, name == "etcd"))
+        for name in order:
+            self.stop_process(name)
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def down(directory: Path) -> None:
+    state_file = Path(directory) / "state.json"
+    if not state_file.exists():
+        return
+    pids = json.loads(state_file.read_text()).get("pids", {})
+    for name in sorted(pids, key=lambda name: ("webhook" not in name, name == "etcd")):
+        _terminate(pids[name], 10)
+    state_file.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cluster", description="The test control plane on loopback.")
+    parser.add_argument("action", choices=("up", "down"))
+    parser.add_argument("--dir", default=str(REPO / ".cache" / "cluster"))
+    parser.add_argument("--bin", default=str(DEFAULT_BIN))
+    parser.add_argument("--webhook-replicas", type=int, default=2)
+    args = parser.parse_args(argv)
+    directory = Path(args.dir)
+    if args.action == "down":
+        down(directory)
+        print(f"cluster: stopped ({directory})")
+        return 0
+    down(directory)  # a cluster left running from an earlier `up`
+    if directory.exists():
+        import shutil
+
+        shutil.rmtree(directory)
+    try:
+        plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas).start()
+    except ClusterError as err:
+        print(f"cluster: error: {err}", file=sys.stderr)
+        return 1
+    print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s)")
+    print(f"cluster: export KUBECONFIG={plane.kubeconfig}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
