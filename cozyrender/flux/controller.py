@@ -105,7 +105,10 @@ class Controller:
             self.errors.pop(f"{namespace}/{name}", None)
             if (obj.get("spec") or {}).get("postRenderers", []) == wanted:
                 continue
-            self.client.patch(resource, name, {"spec": {"postRenderers": wanted}}, namespace=namespace)
+            from lightkube.types import PatchType
+
+            self.client.patch(resource, name, {"spec": {"postRenderers": wanted}}, namespace=namespace,
+                              patch_type=PatchType.MERGE)  # a CRD takes no strategic merge
             written.append(name)
             if self.on_change:
                 self.on_change(namespace, name)
