@@ -400,6 +400,7 @@ def test_stale_patches_fail_the_release_loudly(plane, tree, controller, webhook)
 
         assert flux_controller.wait_until(failed, 120), condition(plane, "tenant-stale", "tenant-root")
         message = condition(plane, "tenant-stale", "tenant-root")["message"]
+        print(f"\nhelm-controller: {message}")
         assert "/spec/hard" in message or "test failed" in message, message
         # nothing applied: the tenant still has no quota from the stale upgrade, and no
         # quota holding limits.cpu was deleted by it either
