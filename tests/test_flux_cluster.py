@@ -216,12 +216,23 @@ def helm_controller(plane, artifact, tmp_path_factory):
         process.wait()
 
 
+class _Loop:
+    """The controller loop running in this process; `stop()` is what uninstalling the webhook does to it."""
+
+    def __init__(self, client):
+        self.controller, self._stop, self._thread = flux_controller.start(client, TENANT, interval=0.3)
+        self.client = client
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=40)
+
+
 @pytest.fixture(scope="module")
 def controller(client, webhook):
-    loop, stop, thread = flux_controller.start(client, TENANT, interval=0.3)
+    loop = _Loop(client)
     yield loop
-    stop.set()
-    thread.join(timeout=10)
+    loop.stop()
 
 
 @pytest.fixture(scope="module")
@@ -378,38 +389,34 @@ def test_stale_patches_fail_the_release_loudly(plane, tree, controller, webhook)
     """Issue 17's scenario on real Flux: a GPU-only tenant's static patches
     (they drop its ResourceQuota and LimitRange), then cpu: "4" added to its
     resourceQuotas without regenerating. The mutating webhook is taken away
-    (nothing recomputes): helm-controller must fail the release, saying why,
-    and the quota stays."""
+    and the loop stopped (nothing recomputes): helm-controller must fail the
+    upgrade, saying why, and apply nothing of it."""
     plane.kubectl("delete", "mutatingwebhookconfiguration", "cozyrender-flux")
-    controller.interval = 3600  # no recomputation either: the patches are static, as in Git
-    time.sleep(1)
-    try:
-        spec = {"gpu": {"vgpu": False}, "resourceQuotas": {"gpuclass.cozystack.io/devices": 2}}
-        release = api_release("stale", "tenant-root", spec)
-        parent = flux_controller.Reader(controller.client).parent_state("tenant-root")
-        release["spec"]["postRenderers"] = flux.inject.postrenderers_for(release, parent, TENANT)
-        plane.kubectl("apply", "-f", "-", input=json.dumps(release))
-        wait_ready(plane, "tenant-stale", "tenant-root")
-        assert get(plane, "resourcequota", "tenant-quota", "-n", "tenant-stale") is None
-        plane.kubectl("patch", "helmrelease", "tenant-stale", "-n", "tenant-root", "--type=merge", "-p",
-                      json.dumps({"spec": {"values": {"resourceQuotas": {"cpu": "4"}}}}))
+    controller.stop()  # no recomputation either: the patches are static, as in Git
+    spec = {"gpu": {"vgpu": False}, "resourceQuotas": {"gpuclass.cozystack.io/devices": 2}}
+    release = api_release("stale", "tenant-root", spec)
+    parent = flux_controller.Reader(controller.client).parent_state("tenant-root")
+    release["spec"]["postRenderers"] = flux.inject.postrenderers_for(release, parent, TENANT)
+    plane.kubectl("apply", "-f", "-", input=json.dumps(release))
+    wait_ready(plane, "tenant-stale", "tenant-root")
+    assert get(plane, "resourcequota", "tenant-quota", "-n", "tenant-stale") is None
+    plane.kubectl("patch", "helmrelease", "tenant-stale", "-n", "tenant-root", "--type=merge", "-p",
+                  json.dumps({"spec": {"values": {"resourceQuotas": {"cpu": "4"}}}}))
 
-        def failed() -> bool:
-            ready = condition(plane, "tenant-stale", "tenant-root")
-            return ready.get("status") == "False" and "test" in ready.get("message", "")
+    def failed() -> bool:
+        ready = condition(plane, "tenant-stale", "tenant-root")
+        return ready.get("status") == "False" and "test" in ready.get("message", "")
 
-        assert flux_controller.wait_until(failed, 120), condition(plane, "tenant-stale", "tenant-root")
-        message = condition(plane, "tenant-stale", "tenant-root")["message"]
-        print(f"\nhelm-controller: {message}")
-        assert "/spec/hard" in message or "test failed" in message, message
-        # nothing applied: the tenant still has no quota from the stale upgrade, and no
-        # quota holding limits.cpu was deleted by it either
-        released = subprocess.run([str(BIN / "helm4"), "history", "tenant-stale", "-n", "tenant-root", "-o",
-                                   "json"], env=dict(os.environ, KUBECONFIG=str(plane.kubeconfig)),
-                                  capture_output=True, text=True, check=True)
-        assert [r["status"] for r in json.loads(released.stdout)] == ["deployed"]
-    finally:
-        controller.interval = 0.3
+    assert flux_controller.wait_until(failed, 120), condition(plane, "tenant-stale", "tenant-root")
+    message = condition(plane, "tenant-stale", "tenant-root")["message"]
+    print(f"\nhelm-controller: {message}")
+    assert "/spec/hard" in message or "test failed" in message, message
+    # nothing applied: no new revision (the quota holding limits.cpu was never
+    # created and then deleted by stale patches; Helm never got the render)
+    released = subprocess.run([str(BIN / "helm4"), "history", "tenant-stale", "-n", "tenant-root", "-o",
+                               "json"], env=dict(os.environ, KUBECONFIG=str(plane.kubeconfig)),
+                              capture_output=True, text=True, check=True)
+    assert [r["status"] for r in json.loads(released.stdout)] == ["deployed"]
 
 
 def test_without_the_webhook_every_release_stays_installable(plane, tree, controller):
@@ -417,7 +424,7 @@ def test_without_the_webhook_every_release_stays_installable(plane, tree, contro
     blocks nothing: a new release without postRenderers installs, and the
     existing ones reconcile."""
     plane.kubectl("delete", "mutatingwebhookconfiguration", "cozyrender-flux", "--ignore-not-found")
-    controller.interval = 3600
+    controller.stop()
     plane.kubectl("apply", "-f", "-", input=json.dumps(api_release("plain", "tenant-root", {})))
     hr = wait_ready(plane, "tenant-plain", "tenant-root")
     assert not hr["spec"].get("postRenderers")

@@ -13,8 +13,10 @@ releases. A release whose inputs cannot be read keeps its entry, whose guards
 then fail the reconcile loudly (`patches`), and the loop says why.
 
 This is the thin shell with I/O (lightkube); the decisions are `flux.inject`'s.
-It polls (lists with resourceVersions) rather than watches: simple, and a
-missed event cannot leave a release behind.
+Three watches (namespaces, `cozystack-values` Secrets, HelmReleases) report
+the namespaces whose inputs changed (a release's status update is not a
+change: its generation is the same); a full pass every `resync` seconds
+catches anything a broken watch missed.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from queue import Empty, Queue
 
 from cozyrender.entitlement import VGPU_LABEL
 from cozyrender.flux.inject import InjectError, ParentState, injected, is_tenant_release
@@ -75,11 +78,13 @@ class Reader:
 class Controller:
     """Recompute and write the injected postRenderers of tenant releases."""
 
-    def __init__(self, client, chart: str | Path, interval: float = 0.5,
+    def __init__(self, client, chart: str | Path, interval: float = 0.5, resync: float = 300.0,
                  on_change: Callable[[str, str], None] | None = None) -> None:
         self.client = client
         self.chart = chart
-        self.interval = interval
+        self.interval = interval  # how long a pass waits for the next event
+        self.resync = resync  # seconds between full passes
+        self._lock = threading.Lock()
         self.reader = Reader(client)
         self.on_change = on_change
         self._seen: dict[tuple[str, str, str], str] = {}
@@ -131,15 +136,71 @@ class Controller:
         self._seen = now
         return changed
 
-    def run(self, stop: threading.Event) -> None:
+    def _key_of(self, kind: str, obj) -> tuple[tuple[str, str, str], str]:
+        """The input an event is about, and the value that matters of it."""
+        if kind == "ns":
+            return ("ns", obj.metadata.name, ""), str((obj.metadata.labels or {}).get(VGPU_LABEL))
+        if kind == "secret":
+            return ("secret", obj.metadata.namespace, ""), str(obj.metadata.resourceVersion)
+        meta = _plain(obj)["metadata"]
+        return ("hr", meta["namespace"], meta["name"]), str(meta.get("generation"))
+
+    def _watch(self, kind: str, stop: threading.Event, queue: "Queue[str]") -> None:
+        """Feed `queue` with namespaces whose inputs change; a release's status
+        updates (same generation) and a namespace's other labels are not changes.
+        A watch that ends or fails is started again (lightkube relists on 410)."""
+        from lightkube.resources.core_v1 import Namespace, Secret
+
+        resource, options = {
+            "ns": (Namespace, {}),
+            "secret": (Secret, {"namespace": "*", "fields": {"metadata.name": SECRET_NAME}}),
+            "hr": (_helmrelease_resource(), {"namespace": "*"}),
+        }[kind]
         while not stop.is_set():
             try:
-                for namespace in sorted(self.changed_namespaces()):
+                for event, obj in self.client.watch(resource, server_timeout=30, **options):
+                    key, value = self._key_of(kind, obj)
+                    with self._lock:
+                        if event == "DELETED":
+                            self._seen.pop(key, None)
+                        elif self._seen.get(key) == value:
+                            continue
+                        else:
+                            self._seen[key] = value
+                    queue.put(key[1])
+                    if stop.is_set():
+                        return
+            except Exception as err:  # a broken watch is started again after a pause
+                log.warning("cozyrender: %s watch failed: %s", kind, err)
+                stop.wait(1)
+
+    def run(self, stop: threading.Event) -> None:
+        """Reconcile every namespace once, then those the watches report; a
+        full pass again every `resync` seconds, so nothing missed stays behind."""
+        queue: Queue[str] = Queue()
+        watchers = [threading.Thread(target=self._watch, args=(kind, stop, queue), daemon=True,
+                                     name=f"cozyrender-flux-watch-{kind}") for kind in ("ns", "secret", "hr")]
+        for watcher in watchers:
+            watcher.start()
+        next_resync = 0.0
+        while not stop.is_set():
+            pending: set[str] = set()
+            try:
+                if time.monotonic() >= next_resync:
+                    with self._lock:
+                        pending |= self.changed_namespaces() | {key[1] for key in self._seen}
+                    next_resync = time.monotonic() + self.resync
+                try:
+                    pending.add(queue.get(timeout=self.interval))
+                    while True:  # everything queued meanwhile, once each
+                        pending.add(queue.get_nowait())
+                except Empty:
+                    pass
+                for namespace in sorted(pending):
                     self.reconcile_namespace(namespace)
-            except Exception as err:  # a failed pass is retried on the next tick
+            except Exception as err:  # a failed pass is retried by the next resync
                 log.warning("cozyrender: controller pass failed: %s", err)
-                self._seen.clear()
-            stop.wait(self.interval)
+                next_resync = time.monotonic() + self.interval
 
 
 def start(client, chart: str | Path, interval: float = 0.5, **options) -> tuple[Controller, threading.Event,
