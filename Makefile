@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries controlplane cluster cluster-down wheelhouse chromium screenshot demo test bench dist clean
+.PHONY: venv binaries controlplane flux-controllers cluster cluster-down wheelhouse chromium screenshot demo test bench dist clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -50,10 +50,20 @@ $(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools
 
 # A live control plane on loopback with the webhook (two replicas); `make cluster-down` stops it.
 CLUSTER_DIR := .cache/cluster
-cluster: venv binaries controlplane
+cluster: venv binaries controlplane flux-controllers
 	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR)
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
+
+# Flux helm-controller v1.4.3 (Cozystack ships v1.5.0, which the Go module proxy refuses here; see
+# tools/controlplane/helm-controller/go.mod), built from its Go module,
+# and the Flux CRDs the test cluster installs, from the same modules. Built once;
+# the first build takes about 8 minutes on 2 cores (downloads included).
+FLUX_CRDS := .cache/flux-crds
+flux-controllers: $(FLUX_CRDS)/.built
+$(FLUX_CRDS)/.built: tools/controlplane/helm-controller/go.mod tools/controlplane/helm-controller/build.sh
+	tools/controlplane/helm-controller/build.sh $(BIN) $(FLUX_CRDS)
+	touch $@
 
 wheelhouse: $(WHEELHOUSE)/.fetched
 $(WHEELHOUSE)/.fetched: pyproject.toml | $(VENV)/.installed
@@ -90,7 +100,7 @@ $(CHROMIUM):
 screenshot: venv chromium
 	$(PY) tools/tree_screenshot.py docs/images/pool-tree.png
 
-test: venv binaries controlplane wheelhouse chromium
+test: venv binaries controlplane flux-controllers wheelhouse chromium
 	$(PY) -m pytest
 
 bench: venv binaries chromium

@@ -313,7 +313,7 @@ def test_command_writes_the_reviewers_file_keeping_user_bytes(tmp_path):
     owned = flux.load_helmrelease(path).owned()
     assert owned[0] == 0
     assert [p["target"]["kind"] for p in owned[1]["kustomize"]["patches"]] == [
-        "LimitRange", "Namespace", "ResourceQuota"]
+        "Secret", "ResourceQuota", "LimitRange", "Namespace", "ResourceQuota", "ResourceQuota"]
     assert run(*CHART_ARGS, "--helmrelease", str(path), "--check")[0] == 0
     code, _, err = run(*CHART_ARGS, "--helmrelease", str(path))
     assert code == 0 and "already up to date" in err and path.read_text() == written

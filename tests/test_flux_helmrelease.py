@@ -192,7 +192,8 @@ def test_replaces_only_owned_entry_in_place(release_copy):
     assert code == 0
     entries = flux.load_helmrelease(release_copy).post_renderers()
     assert len(entries) == 2 and flux.is_owned(entries[0])
-    assert "value: 'false'" in entries[0]["kustomize"]["patches"][0]["patch"]
+    namespace = next(p for p in entries[0]["kustomize"]["patches"] if p["target"]["kind"] == "Namespace")
+    assert "value: 'false'" in namespace["patch"]
     assert run(*ARGS, "--helmrelease", str(release_copy), "--check")[0] == 0
 
 
@@ -232,7 +233,8 @@ def test_inserts_post_renderers_when_absent(tmp_path):
     release = flux.load_helmrelease(path)
     jsonschema.validate(release.release, HELMRELEASE_V2)
     kinds = [p["target"]["kind"] for p in release.owned()[1]["kustomize"]["patches"]]
-    assert kinds == ["LimitRange", "Namespace", "ResourceQuota"]
+    # the values Secret's guard, the quota's guard before the LimitRange's delete, the quota's before its own
+    assert kinds == ["Secret", "ResourceQuota", "LimitRange", "Namespace", "ResourceQuota", "ResourceQuota"]
     assert run("tenant-a", str(TENANT), "-n", "tenant-root", "--helmrelease", str(path),
                "--check")[0] == 0
 

@@ -80,16 +80,29 @@ def test_kustomize_equals_post_render_on_golden_case(case, golden_raw, kubectl, 
     before = flux.parse_objects(raw)
     after = flux.parse_objects(post_render(raw).output)
     changed = {k for k in before if k not in after or not flux.same(before[k], after[k])}
-    assert len(derived.patches) == len(changed)
+    # Test-only patches guard a delete; the others are one per changed object.
+    changing = [p for p in derived.patches if not _test_only(p)]
+    assert len(changing) == len(changed)
     for patch in derived.patches:
         matches = [k for k in before if flux.selects(
             {f: v.replace("\\", "") for f, v in patch["target"].items()}, k)]
-        assert len(matches) == 1 and matches[0] in changed
+        if "name" not in patch["target"]:  # an absence guard: selects nothing in its release
+            assert matches == [] and flux.ABSENT in patch["patch"]
+            continue
+        assert len(matches) == 1
+        # a change targets a changed object; a guard, an object the rules read
+        assert matches[0] in changed if not _test_only(patch) else flux.read_by_rules(
+            matches[0], before[matches[0]])
+
+
+def _test_only(patch: dict) -> bool:
+    body = yaml.safe_load(patch["patch"])
+    return isinstance(body, list) and all(op["op"] == "test" for op in body)
 
 
 def test_gpu_only_tenant_patches(golden_raw):
     derived = flux.derive(golden_raw[GOLDEN / "tenant" / "gpu-both"])
-    by_kind = {p["target"]["kind"]: p for p in derived.patches}
+    by_kind = {p["target"]["kind"]: p for p in derived.patches if not _test_only(p)}
     assert set(by_kind) == {"LimitRange", "Namespace", "ResourceQuota"}
     assert by_kind["ResourceQuota"]["target"] == {
         "kind": "ResourceQuota", "name": "tenant-quota", "namespace": "tenant-a"}
@@ -100,8 +113,10 @@ def test_gpu_only_tenant_patches(golden_raw):
 
 def test_mixed_quota_removes_budget_keys_escaped(golden_raw):
     derived = flux.derive(golden_raw[GOLDEN / "tenant" / "mixed"])
-    quota = next(p for p in derived.patches if p["target"]["kind"] == "ResourceQuota")
-    ops = yaml.safe_load(quota["patch"])
+    quota = next(p for p in derived.patches
+                 if p["target"]["kind"] == "ResourceQuota" and "name" in p["target"])
+    test, *ops = yaml.safe_load(quota["patch"])
+    assert test["op"] == "test" and test["path"] == "/spec/hard" and "limits.cpu" in test["value"]
     assert ops and all(op["op"] == "remove" for op in ops)
     assert all(op["path"].startswith("/spec/hard/") and "~1" in op["path"] for op in ops)
     assert not any(p["target"]["kind"] == "LimitRange" for p in derived.patches)
@@ -125,6 +140,65 @@ def test_stale_patches_fail_instead_of_writing_old_values(golden_raw, kubectl, t
     other = golden_raw[GOLDEN / "chain" / "p1-r0-c1"]
     with pytest.raises(AssertionError, match="test"):
         kustomize(kubectl, other, entitled.post_renderers, tmp_path)
+
+
+GPU_ONLY = {"_cluster": {"root-host": "example.org"},
+            "_namespace": {"host": "example.org", "etcd": "tenant-root", "ingress": "tenant-root",
+                           "monitoring": "tenant-root", "seaweedfs": "tenant-root"},
+            "resourceQuotas": {"gpuclass.cozystack.io/devices": 8,
+                               "a100.gpuclass.cozystack.io/devices": 6}}
+
+
+def _render_tenant(values: dict) -> bytes:
+    return flux.render_raw(TENANT, "tenant-a", "tenant-root", inline=[values])
+
+
+def test_stale_delete_of_gpu_only_quota_fails_the_build(kubectl, tmp_path):
+    """Issue 17's scenario: patches generated for a GPU-only tenant (they drop
+    its ResourceQuota and LimitRange), then `cpu: "4"` added to resourceQuotas
+    without regenerating. kustomize must fail, not delete the quota that now
+    holds limits.cpu (and the LimitRange with it)."""
+    derived = flux.derive(_render_tenant(GPU_ONLY))
+    deletes = [p for p in derived.patches if "$patch: delete" in p["patch"]]
+    assert {p["target"]["kind"] for p in deletes} == {"ResourceQuota", "LimitRange"}
+    with_cpu = {**GPU_ONLY, "resourceQuotas": {**GPU_ONLY["resourceQuotas"], "cpu": "4"}}
+    raw = _render_tenant(with_cpu)
+    assert "limits.cpu" in flux.parse_objects(raw)[("v1", "ResourceQuota", "tenant-a", "tenant-quota")][
+        "spec"]["hard"]
+    with pytest.raises(AssertionError, match="test"):
+        kustomize(kubectl, raw, derived.post_renderers, tmp_path)
+
+
+def test_stale_edit_of_mixed_quota_fails_the_build(kubectl, tmp_path):
+    """A mixed quota keeps its ordinary keys: its patch removes the budget keys.
+    With the ordinary key gone from the values the quota would be dropped (and
+    the LimitRange with it); the old patch must not leave an empty quota."""
+    mixed = {**GPU_ONLY, "resourceQuotas": {**GPU_ONLY["resourceQuotas"], "cpu": "4"}}
+    derived = flux.derive(_render_tenant(mixed))
+    assert not any("$patch: delete" in p["patch"] for p in derived.patches)
+    with pytest.raises(AssertionError, match="test"):
+        kustomize(kubectl, _render_tenant(GPU_ONLY), derived.post_renderers, tmp_path)
+
+
+def test_every_removal_and_replace_is_guarded(golden_raw):
+    """No patch removes or replaces anything without a test before it: a
+    delete is preceded by a test-only patch on the content that decided it,
+    a remove or replace by a test of its path or of a parent path."""
+    for raw in golden_raw.values():
+        patches = flux.derive(raw).patches
+        for number, patch in enumerate(patches):
+            body = yaml.safe_load(patch["patch"])
+            if isinstance(body, dict):  # a strategic-merge delete
+                assert body["$patch"] == "delete"
+                guard_ops = yaml.safe_load(patches[number - 1]["patch"])
+                assert number > 0 and all(op["op"] == "test" for op in guard_ops)
+                continue
+            tested: list[str] = []
+            for op in body:
+                if op["op"] == "test":
+                    tested.append(op["path"])
+                elif op["op"] in ("remove", "replace"):
+                    assert any(op["path"] == t or op["path"].startswith(t + "/") for t in tested), op
 
 
 # ---------------------------------------------------------------- unit rules
@@ -169,8 +243,13 @@ def test_derive_is_deterministic(golden_raw):
     raw = golden_raw[GOLDEN / "tenant" / "gpu-both"]
     first = flux.format_post_renderers(flux.derive(raw).post_renderers)
     assert first == flux.format_post_renderers(flux.derive(raw).post_renderers)
-    kinds = [p["target"]["kind"] for p in flux.derive(raw).patches]
+    # Changes in kind order, each delete right after its guards (the quota's spec.hard).
+    patches = flux.derive(raw).patches
+    kinds = [p["target"]["kind"] for p in patches if not _test_only(p)]
     assert kinds == sorted(kinds)
+    assert [(p["target"]["kind"], _test_only(p)) for p in patches] == [
+        ("Secret", True), ("ResourceQuota", True), ("LimitRange", False), ("Namespace", False),
+        ("ResourceQuota", True), ("ResourceQuota", False)]
 
 
 def test_bad_raw_is_a_flux_error():
@@ -265,3 +344,41 @@ def test_property_stream_equivalence(quotas, requested, parent, label, encoded, 
                                      cluster_vgpu, kubectl, tmp_path_factory):
     raw = _stream(quotas, requested, parent, label, encoded, namespace_vgpu, cluster_vgpu)
     assert_equivalent(kubectl, raw, tmp_path_factory.mktemp("stream"))
+
+
+# The never-stale invariant: patches derived for one set of values, applied to
+# the release of another, either make exactly what the post-renderer makes of
+# that release or fail the kustomize build. Never a third outcome.
+TENANT_QUOTAS = st.dictionaries(st.sampled_from(["cpu", "memory", "gpuclass.cozystack.io/devices",
+                                                 "a100.gpuclass.cozystack.io/devices"]),
+                                st.sampled_from([1, 2, "4"]), max_size=3)
+TENANT_VALUES = st.fixed_dictionaries({
+    "quotas": TENANT_QUOTAS, "requested": st.booleans(),
+    "parent": st.one_of(st.none(), st.booleans()), "cluster": st.one_of(st.none(), st.booleans())})
+
+
+def _tenant_values(v: dict) -> dict:
+    values: dict = {"resourceQuotas": v["quotas"], "gpu": {"vgpu": v["requested"]},
+                    "_namespace": {"host": "example.org"}, "_cluster": {"root-host": "example.org"}}
+    if v["parent"] is not None:
+        values["_namespace"]["vgpu"] = v["parent"]
+    if v["cluster"] is not None:
+        values["_cluster"]["gpu-vgpu"] = v["cluster"]
+    return values
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(generated=TENANT_VALUES, applied=TENANT_VALUES)
+def test_property_stale_patches_fail_or_fit(generated, applied, kubectl, tmp_path_factory):
+    derived = flux.derive(_render_tenant(_tenant_values(generated)))
+    raw = _render_tenant(_tenant_values(applied))
+    try:
+        out = kustomize(kubectl, raw, derived.post_renderers, tmp_path_factory.mktemp("stale"))
+    except AssertionError as err:
+        assert "test failed" in str(err), err
+        return
+    expected = flux.parse_objects(post_render(raw).output)
+    actual = flux.parse_objects(out)
+    assert sorted(actual) == sorted(expected)
+    for key in expected:
+        assert flux.same(actual[key], expected[key]), (flux.describe(key), actual[key], expected[key])

@@ -46,8 +46,11 @@ def _address(listen: str) -> tuple[str, int]:
               help="How long a reservation holds when no watch sees its object.")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the cluster says.")
+@click.option("--flux-injection", is_flag=True,
+              help="Also serve /mutate (cozyrender's postRenderers set on Cozystack's tenant HelmReleases) and run "
+                   "the loop that keeps them current (needs Flux's HelmRelease CRD).")
 def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, context: str | None, namespace: str,
-            ledger: str, reservation_ttl: float, platform_vgpu: str | None) -> None:
+            ledger: str, reservation_ttl: float, platform_vgpu: str | None, flux_injection: bool) -> None:
     """Serve the GPU budget rules as a validating admission webhook."""
     import ssl
 
@@ -96,11 +99,25 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
     def not_ready_reason() -> str:
         return "; ".join(part for part in (cache.not_ready_reason(), ledger_state["why"]) if part)
 
+    routes = {"/validate": arbiter}
+    if flux_injection:
+        from cozyrender.flux import controller
+        from cozyrender.resources import data_path
+        from cozyrender.webhook.mutate import mutate
+
+        chart = data_path("tenant")
+        reader = controller.Reader(ledger_client)
+        routes["/mutate"] = lambda review: mutate(review, reader.parent_state, chart)
     try:
-        server = serve(address, tls, {"/validate": arbiter}, ready, metrics, not_ready_reason)
+        server = serve(address, tls, routes, ready, metrics, not_ready_reason)
     except OSError as err:
         fail(f"cannot listen on {listen}: {err.strerror or err}")
     cache.start()
+    if flux_injection:
+        _, stop_controller, _ = controller.start(make_client(kubeconfig, context), chart)
+        stopping_hooks = [stop_controller]
+    else:
+        stopping_hooks = []
     threading.Thread(target=check_ledger, name="ledger-check", daemon=True).start()
 
     def stop(signum, frame) -> None:
@@ -114,6 +131,8 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
         server.serve_forever()
     finally:
         stopping.set()
+        for hook in stopping_hooks:
+            hook.set()
         server.drain()  # requests being answered get their answer
         cache.stop()
         server.server_close()

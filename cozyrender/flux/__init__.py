@@ -38,7 +38,10 @@ from cozyrender.flux.helmrelease import (
 )
 from cozyrender.flux.objects import ObjectKey, describe, object_key, parse_objects, same
 from cozyrender.flux.patches import (
+    ABSENT,
     MARKER,
+    absence_guards,
+    decided_by,
     Derived,
     delete_patch,
     derive,
@@ -47,6 +50,7 @@ from cozyrender.flux.patches import (
     is_owned,
     per_annotation,
     pointer,
+    read_by_rules,
     selects,
     target_for,
 )
@@ -57,11 +61,11 @@ from cozyrender.flux.stream import Document, Stream, read_file, read_text
 from cozyrender.flux.target import Target, resolve
 
 __all__ = [
-    "HELMRELEASE_API", "MARKER", "Derived", "Document", "EntryPlan", "FluxError", "HelmReleaseFile",
+    "ABSENT", "HELMRELEASE_API", "MARKER", "absence_guards", "decided_by", "Derived", "Document", "EntryPlan", "FluxError", "HelmReleaseFile",
     "Layout", "ObjectKey", "Stream", "Target", "Written", "apply", "chart_path", "check_identity",
     "comparable", "delete_patch", "derive", "describe", "diff_operations", "flow",
     "format_post_renderers", "git_root", "identities", "guard", "is_chart", "is_owned", "load_helmrelease",
     "load_helmrelease_text", "object_key", "parse_objects", "per_annotation", "plan_entry",
-    "pointer", "read_file", "read_text", "refuse_values_files", "release_identity", "render_item",
+    "pointer", "read_by_rules", "read_file", "read_text", "refuse_values_files", "release_identity", "render_item",
     "render_raw", "render_values", "same", "resolve", "select", "selects", "shorten_name", "target_for", "unified_diff",
 ]

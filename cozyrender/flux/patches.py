@@ -5,6 +5,18 @@ are derived, never hand-written: post-render the raw release in process, then
 compare the objects before and after (see `objects`). An object the
 post-render drops becomes a strategic-merge `$patch: delete`; an object it
 changes becomes JSON6902 operations; an object it leaves alone gets nothing.
+
+Never stale: every change is guarded by JSON6902 `test` operations of the
+content it was decided from, so patches applied to a release they no longer
+fit fail the kustomize build (and so the Flux reconcile, with kustomize's
+message) instead of applying quietly. A delete is preceded by a test-only
+patch of what decided it (the quotas' `spec.hard`); an edit starts with the
+tests (a quota's whole `spec.hard`, a values Secret's values.yaml; each
+replaced or removed value); and what the rules read in an object they leave
+alone (a quota without budget keys, a values Secret already right) is tested
+too, first, so an object that now needs a change cannot be passed over; so
+is the absence of a quota in a namespace of the release (`absence_guards`). A
+release the post-render leaves entirely alone still gets no entry.
 The patches therefore cannot disagree with the post-renderer: they are a
 transcript of it for one set of values.
 
@@ -21,6 +33,7 @@ from dataclasses import dataclass, field
 
 from cozyrender.flux.errors import FluxError
 from cozyrender.flux.objects import ObjectKey, describe, parse_objects, same, sort_key
+from cozyrender import values_secret
 from cozyrender.yamlio import dump_readable
 
 MARKER = "# cozyrender flux: generated from the chart and values; regenerate, do not edit"
@@ -56,19 +69,114 @@ def diff_operations(old: object, new: object, path: tuple = ()) -> list[dict]:
     return [{"op": "replace", "path": pointer(path), "value": new}]
 
 
-def guard(operations: list[dict], old: dict) -> list[dict]:
-    """Put a `test` of the current value before each replace, and before each
-    removal of an annotation (the render inputs the label is derived from).
-    Patches generated for other values then fail the Flux reconcile loudly
-    instead of writing a stale values.yaml or vGPU label."""
+def guard(operations: list[dict], old: dict, decided_by: Sequence[str] = ()) -> list[dict]:
+    """Never stale: a `test` of each path in `decided_by` first (the content
+    the change was decided from, e.g. a quota's whole /spec/hard), then a
+    `test` of the current value before each replace and each remove that no
+    earlier test covers. Patches generated for other values then fail the Flux
+    reconcile loudly instead of writing a stale values.yaml, vGPU label or
+    quota. `decided_by` paths missing from `old` are skipped."""
     out: list[dict] = []
+    tested: list[str] = []
+
+    def test(path: str) -> None:
+        out.append({"op": "test", "path": path, "value": _lookup(old, path)})
+        tested.append(path)
+
+    for path in decided_by:
+        if _has(old, path):
+            test(path)
     for op in operations:
-        guarded = op["op"] == "replace" or (
-            op["op"] == "remove" and op["path"].startswith(_ANNOTATIONS + "/"))
-        if guarded:
-            out.append({"op": "test", "path": op["path"], "value": _lookup(old, op["path"])})
+        if op["op"] in ("replace", "remove") and not _covered(op["path"], tested):
+            test(op["path"])
         out.append(op)
     return out
+
+
+def _covered(path: str, tested: Sequence[str]) -> bool:
+    return any(path == t or path.startswith(t + "/") for t in tested)
+
+
+def _has(obj: object, path: str) -> bool:
+    try:
+        _lookup(obj, path)
+    except (KeyError, TypeError, IndexError):
+        return False
+    return True
+
+
+# What decides each change, per kind: a ResourceQuota is edited or dropped
+# from its whole `spec.hard` (which keys are budget keys, whether any other is
+# left), and a LimitRange is dropped because every quota of its namespace was
+# (`postrender.rules.limit_ranges_dropped`). A delete of any other kind (the
+# post-renderer makes none today) is decided by all of the object but its
+# metadata, which kustomize annotates while it builds.
+_QUOTA_HARD = "/spec/hard"
+
+
+def decided_by(key: ObjectKey, objects: Mapping[ObjectKey, dict]) -> list[tuple[ObjectKey, str]]:
+    """The (object, JSON pointer) pairs whose rendered content decided that the
+    post-render changes or drops the object `key`; a guard tests each."""
+    _, kind, namespace, _ = key
+    if kind == "ResourceQuota":
+        return [(key, _QUOTA_HARD)]
+    if values_secret.is_values_secret(objects[key]):
+        return [(key, pointer((field_name, values_secret.VALUES_KEY)))
+                for field_name in ("stringData", "data")
+                if _has(objects[key], pointer((field_name, values_secret.VALUES_KEY)))]
+    if kind == "LimitRange":
+        return [(k, _QUOTA_HARD) for k in sorted(objects, key=sort_key)
+                if k[1] == "ResourceQuota" and k[2] == namespace and _has(objects[k], _QUOTA_HARD)]
+    return [(key, pointer((field_name,))) for field_name in objects[key]
+            if field_name not in ("apiVersion", "kind", "metadata")]
+
+
+# Objects the rules read that may come out untouched: a quota without budget
+# keys, a values Secret already right. Their content is tested all the same,
+# so patches for other values cannot skip an object that now needs a change.
+_READ_BY_RULES = ("ResourceQuota",)
+
+
+def read_by_rules(key: ObjectKey, obj: Mapping) -> bool:
+    return key[1] in _READ_BY_RULES or values_secret.is_values_secret(obj)
+
+
+def input_guard(key: ObjectKey, objects: Mapping[ObjectKey, dict]) -> str | None:
+    """A test-only patch of what the rules read in an object they leave alone."""
+    ops = [{"op": "test", "path": path, "value": _lookup(objects[key], path)}
+           for target, path in decided_by(key, objects) if target == key]
+    return dump_readable([_block_safe(op) for op in ops]) if ops else None
+
+
+ABSENT = "cozyrender flux: derived for a release without this object; regenerate"
+
+
+def absence_guards(objects: Mapping[ObjectKey, dict]) -> list[dict]:
+    """Patches that fail when an object the rules read appears where the
+    release had none: a ResourceQuota in a namespace the release creates (a
+    tenant namespace, where the charts put the quota) that held no quota when
+    the patches were derived. A JSON patch cannot test that a path is absent, but a target
+    that selects nothing is skipped, so a `test` that can never pass, aimed at
+    any quota of that namespace, fails exactly when one is there."""
+    namespaces = {k[3] for k in objects if k[1] == "Namespace" and k[0] == "v1"}
+    with_quota = {k[2] for k in objects if k[1] == "ResourceQuota"}
+    return [{"target": {"kind": "ResourceQuota", "namespace": _literal(namespace)},
+             "patch": dump_readable([{"op": "test", "path": "/metadata/name", "value": ABSENT}])}
+            for namespace in sorted(namespaces - with_quota)]
+
+
+def delete_guards(key: ObjectKey, objects: Mapping[ObjectKey, dict]) -> list[tuple[ObjectKey, str]]:
+    """Test-only JSON6902 patches, one per object, to go just before the
+    strategic-merge delete of `key`: the delete then happens only while the
+    content that decided it is what it was when the patches were derived."""
+    by_object: dict[ObjectKey, list[dict]] = {}
+    for target, path in decided_by(key, objects):
+        if _has(objects[target], path):
+            by_object.setdefault(target, []).append(
+                {"op": "test", "path": path, "value": _lookup(objects[target], path)})
+    if not by_object:
+        raise FluxError(f"{describe(key)}: nothing to guard its delete with")
+    return [(target, dump_readable([_block_safe(op) for op in ops])) for target, ops in by_object.items()]
 
 
 def per_annotation(operations: list[dict], old: dict) -> list[dict]:
@@ -164,19 +272,27 @@ def derive(raw: bytes) -> Derived:
     unknown = set(after) - set(before)
     if unknown:  # the post-renderer only edits and drops; a new object is a bug
         raise FluxError(f"post-render created {', '.join(describe(k) for k in sorted(unknown))}")
-    patches = []
+    patches: list[dict] = []
+    unchanged: list[dict] = []  # guards of untouched inputs: only with other patches
     for key in sorted(before, key=sort_key):
         if key not in after:
+            patches.extend({"target": target_for(target, keys), "patch": text}
+                           for target, text in delete_guards(key, before))
             patch = delete_patch(key)
         else:
             ops = diff_operations(before[key], after[key])
             if not ops:
+                if read_by_rules(key, before[key]) and (text := input_guard(key, before)):
+                    unchanged.append({"target": target_for(key, keys), "patch": text})
                 continue
-            ops = guard(per_annotation(ops, before[key]), before[key])
+            own = [path for target, path in decided_by(key, before) if target == key]
+            ops = guard(per_annotation(ops, before[key]), before[key],
+                        own if read_by_rules(key, before[key]) else ())
             patch = dump_readable([_block_safe(op) for op in ops])  # values.yaml as a literal block
         patches.append({"target": target_for(key, keys), "patch": patch})
     if not patches:
         return Derived([], list(result.warnings))
+    patches = absence_guards(before) + unchanged + patches
     patches[0]["patch"] = MARKER + "\n" + patches[0]["patch"]
     return Derived([{"kustomize": {"patches": patches}}], list(result.warnings))
 

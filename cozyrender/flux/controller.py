@@ -1,0 +1,222 @@
+"""The controller loop: keep injected postRenderers current as their inputs change.
+
+Rule: a tenant HelmRelease's cozyrender entry is a function of its values and
+its parent's state (`flux.inject`). When any input changes (the release's
+spec, the parent's `cozystack-values` Secret, which carries `_cluster`
+(`gpu-vgpu` included) and `_namespace.vgpu`, or the parent namespace's vGPU
+label), the entry of every tenant release in that namespace is recomputed and
+written back when it differs. Writing a release bumps its generation, so
+helm-controller reconciles it at once; its upgrade rewrites the child
+namespace's label and Secret, which are the inputs of the next level down: a
+change at the root reaches every descendant without anyone touching their
+releases. A release whose inputs cannot be read keeps its entry, whose guards
+then fail the reconcile loudly (`patches`), and the loop says why.
+
+This is the thin shell with I/O (lightkube); the decisions are `flux.inject`'s.
+Three watches (namespaces, `cozystack-values` Secrets, HelmReleases) report
+the namespaces whose inputs changed (a release's status update is not a
+change: its generation is the same); a full pass every `resync` seconds
+catches anything a broken watch missed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from queue import Empty, Queue
+
+from cozyrender.entitlement import VGPU_LABEL
+from cozyrender.flux.inject import InjectError, ParentState, injected, is_tenant_release
+from cozyrender.values_secret import SECRET_NAME, ValuesSecretError, read_values
+
+log = logging.getLogger("cozyrender.flux.controller")
+
+
+def _helmrelease_resource():
+    from lightkube.generic_resource import create_namespaced_resource
+
+    return create_namespaced_resource("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases")
+
+
+def _plain(obj) -> dict:
+    return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+
+
+class Reader:
+    """Reads the parent state of a namespace from the cluster."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+
+    def parent_state(self, namespace: str) -> ParentState:
+        from lightkube import ApiError
+        from lightkube.resources.core_v1 import Namespace, Secret
+
+        try:
+            ns = self.client.get(Namespace, namespace)
+        except ApiError as err:
+            if err.status.code == 404:
+                return ParentState(None, namespace_found=False)
+            raise
+        label = (ns.metadata.labels or {}).get(VGPU_LABEL)
+        try:
+            secret = self.client.get(Secret, SECRET_NAME, namespace=namespace)
+        except ApiError as err:
+            if err.status.code == 404:
+                return ParentState(None, vgpu_label=label)
+            raise
+        try:
+            values = read_values({"data": secret.data or {}, "stringData": secret.stringData or {}})
+        except ValuesSecretError as err:
+            return ParentState(None, vgpu_label=label, values_problem=str(err))
+        return ParentState(values, vgpu_label=label)
+
+
+class Controller:
+    """Recompute and write the injected postRenderers of tenant releases."""
+
+    def __init__(self, client, chart: str | Path, interval: float = 0.5, resync: float = 300.0,
+                 on_change: Callable[[str, str], None] | None = None) -> None:
+        self.client = client
+        self.chart = chart
+        self.interval = interval  # how long a pass waits for the next event
+        self.resync = resync  # seconds between full passes
+        self._lock = threading.Lock()
+        self.reader = Reader(client)
+        self.on_change = on_change
+        self._seen: dict[tuple[str, str, str], str] = {}
+        self.errors: dict[str, str] = {}  # release -> why it could not be recomputed
+
+    def reconcile_namespace(self, namespace: str) -> list[str]:
+        """Bring every tenant release in `namespace` up to date; the names written."""
+        resource = _helmrelease_resource()
+        written = []
+        parent = None
+        for release in self.client.list(resource, namespace=namespace):
+            obj = _plain(release)
+            if not is_tenant_release(obj):
+                continue
+            name = obj["metadata"]["name"]
+            try:
+                parent = parent or self.reader.parent_state(namespace)
+                wanted = injected(obj, parent, self.chart)
+            except InjectError as err:
+                self.errors[f"{namespace}/{name}"] = str(err)
+                log.warning("cozyrender: %s", err)
+                continue
+            self.errors.pop(f"{namespace}/{name}", None)
+            if (obj.get("spec") or {}).get("postRenderers", []) == wanted:
+                continue
+            from lightkube.types import PatchType
+
+            self.client.patch(resource, name, {"spec": {"postRenderers": wanted}}, namespace=namespace,
+                              patch_type=PatchType.MERGE)  # a CRD takes no strategic merge
+            written.append(name)
+            if self.on_change:
+                self.on_change(namespace, name)
+        return written
+
+    def changed_namespaces(self) -> set[str]:
+        """Namespaces whose inputs changed since the last call (all, the first time)."""
+        from lightkube.resources.core_v1 import Namespace, Secret
+
+        now: dict[tuple[str, str, str], str] = {}
+        for ns in self.client.list(Namespace):
+            now[("ns", ns.metadata.name, "")] = str((ns.metadata.labels or {}).get(VGPU_LABEL))
+        for secret in self.client.list(Secret, namespace="*", fields={"metadata.name": SECRET_NAME}):
+            now[("secret", secret.metadata.namespace, "")] = secret.metadata.resourceVersion
+        for release in self.client.list(_helmrelease_resource(), namespace="*"):
+            obj = _plain(release)
+            meta = obj["metadata"]
+            now[("hr", meta["namespace"], meta["name"])] = str(meta.get("generation"))
+        changed = {key[1] for key in set(now) | set(self._seen) if now.get(key) != self._seen.get(key)}
+        self._seen = now
+        return changed
+
+    def _key_of(self, kind: str, obj) -> tuple[tuple[str, str, str], str]:
+        """The input an event is about, and the value that matters of it."""
+        if kind == "ns":
+            return ("ns", obj.metadata.name, ""), str((obj.metadata.labels or {}).get(VGPU_LABEL))
+        if kind == "secret":
+            return ("secret", obj.metadata.namespace, ""), str(obj.metadata.resourceVersion)
+        meta = _plain(obj)["metadata"]
+        return ("hr", meta["namespace"], meta["name"]), str(meta.get("generation"))
+
+    def _watch(self, kind: str, stop: threading.Event, queue: "Queue[str]") -> None:
+        """Feed `queue` with namespaces whose inputs change; a release's status
+        updates (same generation) and a namespace's other labels are not changes.
+        A watch that ends or fails is started again (lightkube relists on 410)."""
+        from lightkube.resources.core_v1 import Namespace, Secret
+
+        resource, options = {
+            "ns": (Namespace, {}),
+            "secret": (Secret, {"namespace": "*", "fields": {"metadata.name": SECRET_NAME}}),
+            "hr": (_helmrelease_resource(), {"namespace": "*"}),
+        }[kind]
+        while not stop.is_set():
+            try:
+                for event, obj in self.client.watch(resource, server_timeout=30, **options):
+                    key, value = self._key_of(kind, obj)
+                    with self._lock:
+                        if event == "DELETED":
+                            self._seen.pop(key, None)
+                        elif self._seen.get(key) == value:
+                            continue
+                        else:
+                            self._seen[key] = value
+                    queue.put(key[1])
+                    if stop.is_set():
+                        return
+            except Exception as err:  # a broken watch is started again after a pause
+                log.warning("cozyrender: %s watch failed: %s", kind, err)
+                stop.wait(1)
+
+    def run(self, stop: threading.Event) -> None:
+        """Reconcile every namespace once, then those the watches report; a
+        full pass again every `resync` seconds, so nothing missed stays behind."""
+        queue: Queue[str] = Queue()
+        watchers = [threading.Thread(target=self._watch, args=(kind, stop, queue), daemon=True,
+                                     name=f"cozyrender-flux-watch-{kind}") for kind in ("ns", "secret", "hr")]
+        for watcher in watchers:
+            watcher.start()
+        next_resync = 0.0
+        while not stop.is_set():
+            pending: set[str] = set()
+            try:
+                if time.monotonic() >= next_resync:
+                    with self._lock:
+                        pending |= self.changed_namespaces() | {key[1] for key in self._seen}
+                    next_resync = time.monotonic() + self.resync
+                try:
+                    pending.add(queue.get(timeout=self.interval))
+                    while True:  # everything queued meanwhile, once each
+                        pending.add(queue.get_nowait())
+                except Empty:
+                    pass
+                for namespace in sorted(pending):
+                    self.reconcile_namespace(namespace)
+            except Exception as err:  # a failed pass is retried by the next resync
+                log.warning("cozyrender: controller pass failed: %s", err)
+                next_resync = time.monotonic() + self.interval
+
+
+def start(client, chart: str | Path, interval: float = 0.5, **options) -> tuple[Controller, threading.Event,
+                                                                                 threading.Thread]:
+    """Run the loop in a daemon thread of this process (the webhook's)."""
+    controller = Controller(client, chart, interval, **options)
+    stop = threading.Event()
+    thread = threading.Thread(target=controller.run, args=(stop,), name="cozyrender-flux", daemon=True)
+    thread.start()
+    return controller, stop, thread
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, step: float = 0.2) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
