@@ -23,12 +23,12 @@ def test_audit_table_and_wide_are_aligned_columns():
     table, wide, text = _out(), _out("-o", "wide"), _out("-o", "text")
     assert table[0].split() == ["SEVERITY", "KIND", "NAMESPACE", "FIELD", "MESSAGE"]
     assert wide[0].split() == ["SEVERITY", "KIND", "NAMESPACE", "FIELD", "MESSAGE", "FIGURES"]
-    assert len(table) == len(wide) == len(text) + 1 and table[-1] == wide[-1] == text[-1] == "0 errors, 2 warnings"
+    assert len(table) == len(wide) == len(text) + 1 and table[-1] == wide[-1] == text[-1] == "0 errors, 1 warning"
     for lines in (table, wide):
         starts = [lines[0].index(h) for h in ("KIND", "NAMESPACE", "FIELD", "MESSAGE")]
         for row in lines[1:-1]:
             assert all(row[start - 3:start] == "   " and row[start] != " " for start in starts), row
-    assert text[0].startswith("warning: tenant-acme-ml: spec.resourceQuotas")  # the old lines, for scripts
+    assert text[0].startswith("warning: tenant-acme-web: spec.resourceQuotas")  # the old lines, for scripts
 
 
 def test_a_write_answer_then_its_reasons_as_a_table(tmp_path):
