@@ -1,5 +1,6 @@
-"""Real Flux: helm-controller (v1.4.3: the newest the Go module proxy serves; Cozystack ships v1.5.0) against the real control plane, tenant
-HelmReleases shaped as cozystack-api writes them, postRenderers injected.
+"""Real Flux: helm-controller (v1.4.3, the newest the Go module proxy serves;
+Cozystack ships v1.5.0) against the real control plane, tenant HelmReleases
+shaped as cozystack-api writes them, postRenderers injected.
 
 The control plane is this module's own (tools/controlplane, no other test's
 CRDs): the real Flux CRDs (HelmRelease; ExternalArtifact, HelmChart,
@@ -12,10 +13,10 @@ tenant chart archive (packaged as `make dist` packages it) over loopback HTTP
 and sets the artifact's status as source-controller would. helm-controller
 runs with the ExternalArtifact feature gate, as Cozystack runs it.
 
-The mutating admission is `cozyrender.webhook.mutate`, served here over HTTPS
-on loopback (the webhook server is another module's), registered with a
-MutatingWebhookConfiguration, failurePolicy Fail; the controller loop
-(`cozyrender.flux.controller`) runs in this process, as it would in the webhook's.
+The mutating admission is the real `cozyrender webhook --flux-injection`
+process, registered by the webhook chart's MutatingWebhookConfiguration
+(failurePolicy Fail); the loop that keeps postRenderers current
+(`cozyrender.flux.controller`) runs in that process.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import hashlib
 import http.server
 import json
 import os
-import ssl
 import subprocess
 import sys
 import threading
@@ -160,41 +160,16 @@ def artifact(plane, helm_env, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def webhook(plane, client, artifact):
-    """cozyrender's mutating answer for HelmReleases, over HTTPS on loopback."""
-    reader = flux_controller.Reader(client)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-        def do_POST(self):
-            review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            answer = json.dumps(mutate(review, reader.parent_state, TENANT)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*map(str, plane.webhook_serving_cert))
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    _Serve(server).start()
-    configuration = {
-        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "cozyrender-flux"},
-        "webhooks": [{
-            "name": "helmreleases.flux.cozyrender.io", "admissionReviewVersions": ["v1"],
-            "sideEffects": "None", "failurePolicy": "Fail", "timeoutSeconds": 30,
-            "clientConfig": {"url": f"https://127.0.0.1:{server.server_address[1]}/mutate",
-                             "caBundle": base64.b64encode(plane.ca_pem).decode()},
-            "rules": [{"apiGroups": ["helm.toolkit.fluxcd.io"], "apiVersions": ["v2"],
-                       "operations": ["CREATE", "UPDATE"], "resources": ["helmreleases"]}]}]}
-    plane.kubectl("apply", "-f", "-", input=json.dumps(configuration))
+    """`cozyrender webhook --flux-injection`, the real server (one replica behind
+    the balancer), registered from charts/cozyrender-webhook with
+    `fluxInjection: true`: its /mutate sets the postRenderers, and the loop in
+    the same process keeps them current."""
+    plane.webhook_replicas, plane.webhook_args = 1, ("--flux-injection",)
+    plane.start_webhooks()
+    configuration = next(obj for obj in plane.webhook_configurations
+                         if obj["kind"] == "MutatingWebhookConfiguration")
     yield configuration
-    plane.kubectl("delete", "mutatingwebhookconfiguration", "cozyrender-flux", "--ignore-not-found")
-    server.shutdown()
+    plane.kubectl("delete", "mutatingwebhookconfiguration", configuration["metadata"]["name"], "--ignore-not-found")
 
 
 @pytest.fixture(scope="module")
@@ -217,22 +192,19 @@ def helm_controller(plane, artifact, tmp_path_factory):
 
 
 class _Loop:
-    """The controller loop running in this process; `stop()` is what uninstalling the webhook does to it."""
+    """The controller loop runs in the webhook's process; `stop()` stops that
+    process, which is what uninstalling the webhook does to it."""
 
-    def __init__(self, client):
-        self.controller, self._stop, self._thread = flux_controller.start(client, TENANT, interval=0.3)
-        self.client = client
+    def __init__(self, plane, client):
+        self.plane, self.client = plane, client
 
     def stop(self):
-        self._stop.set()
-        self._thread.join(timeout=40)
+        self.plane.stop_process("webhook-0")
 
 
 @pytest.fixture(scope="module")
-def controller(client, webhook):
-    loop = _Loop(client)
-    yield loop
-    loop.stop()
+def controller(plane, client, webhook):
+    return _Loop(plane, client)
 
 
 @pytest.fixture(scope="module")
@@ -391,7 +363,7 @@ def test_stale_patches_fail_the_release_loudly(plane, tree, controller, webhook)
     resourceQuotas without regenerating. The mutating webhook is taken away
     and the loop stopped (nothing recomputes): helm-controller must fail the
     upgrade, saying why, and apply nothing of it."""
-    plane.kubectl("delete", "mutatingwebhookconfiguration", "cozyrender-flux")
+    plane.kubectl("delete", "mutatingwebhookconfiguration", webhook["metadata"]["name"])
     controller.stop()  # no recomputation either: the patches are static, as in Git
     spec = {"gpu": {"vgpu": False}, "resourceQuotas": {"gpuclass.cozystack.io/devices": 2}}
     release = api_release("stale", "tenant-root", spec)
@@ -419,11 +391,11 @@ def test_stale_patches_fail_the_release_loudly(plane, tree, controller, webhook)
     assert [r["status"] for r in json.loads(released.stdout)] == ["deployed"]
 
 
-def test_without_the_webhook_every_release_stays_installable(plane, tree, controller):
+def test_without_the_webhook_every_release_stays_installable(plane, tree, controller, webhook):
     """Uninstalling the webhook (its MutatingWebhookConfiguration and the loop)
     blocks nothing: a new release without postRenderers installs, and the
     existing ones reconcile."""
-    plane.kubectl("delete", "mutatingwebhookconfiguration", "cozyrender-flux", "--ignore-not-found")
+    plane.kubectl("delete", "mutatingwebhookconfiguration", webhook["metadata"]["name"], "--ignore-not-found")
     controller.stop()
     plane.kubectl("apply", "-f", "-", input=json.dumps(api_release("plain", "tenant-root", {})))
     hr = wait_ready(plane, "tenant-plain", "tenant-root")

@@ -261,6 +261,7 @@ class ControlPlane:
         """The webhook chart's cluster objects, pointed at `url` with this CA."""
         values = {
             "clientConfig": {"url": url, "caBundle": base64.b64encode(self.ca_pem).decode()},
+            "fluxInjection": "--flux-injection" in self.webhook_args,
         }
         values_file = self.dir / "webhook-values.yaml"
         values_file.write_text(yaml.safe_dump(values))
