@@ -127,7 +127,7 @@ def test_colour_on_a_terminal_only_and_never_with_no_color():
     (["--state", EXAMPLE, "--class", "A100"], "'A100' is not a GPU class name"),
     (["--state", EXAMPLE, "--depth", "-1"], "--depth must be 0 or more"),
     (["--state", EXAMPLE, "--kubeconfig", "kc"], "not both"),
-    (["--kubeconfig", "kc"], "reading a cluster (--kubeconfig/--context) is not in this build yet"),
+    (["--kubeconfig", "kc"], "cannot use the cluster configuration kc"),
     (["--state", "-"], None),  # an empty state is fine: tenant-root alone
 ])
 def test_bad_input_is_one_error_line(args, says):
@@ -172,3 +172,27 @@ def test_a_leaf_namespace_is_a_subtree():
     result = tree("--state", EXAMPLE, "--tenant", "tenant-acme-web")
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().splitlines()[2].startswith("web (tenant-acme-web) [pool]")
+
+
+def test_a_live_cluster_gives_the_tree_of_what_it_holds(cluster, tmp_path):
+    """`--kubeconfig` reads the cluster with the webhook's client; the tree
+    equals the one drawn from the same objects given as a file."""
+    import json as _json
+
+    from cozyrender.kube.client import make_client, read_state
+
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Tenant",
+        "metadata": {"name": "treeview", "namespace": "tenant-root"},
+        "spec": {"resourceQuotas": {"gpuclass.cozystack.io/devices": 3, "cpu": 4}}}))
+    live = subprocess.run([sys.executable, "-m", "cozyrender", "tree", "--kubeconfig", str(cluster.kubeconfig),
+                           "-o", "json"], capture_output=True, text=True, cwd=tmp_path)
+    assert live.returncode == 0, live.stderr
+    state = tmp_path / "state.json"
+    state.write_text(_json.dumps({"apiVersion": "v1", "kind": "List",
+                                  "items": read_state(make_client(str(cluster.kubeconfig)))}))
+    offline = subprocess.run([sys.executable, "-m", "cozyrender", "tree", "--state", str(state), "-o", "json"],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert offline.returncode == 0, offline.stderr
+    assert _json.loads(live.stdout) == _json.loads(offline.stdout)
+    assert _json.loads(live.stdout)["tenants"]

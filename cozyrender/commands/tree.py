@@ -111,17 +111,16 @@ def _colour() -> bool:
 
 
 # ---------------------------------------------------------------- live cluster
-# The kubeconfig client is the webhook's (`cozyrender.kube.client`, with
-# `read_state(client)`); it is wired here at merge. No second client here.
-
 def _live_objects(kubeconfig: str | None, context: str | None):
+    """Every object `check` reads, listed from the cluster with the webhook's
+    client (`cozyrender.kube.client`)."""
+    from cozyrender.kube.client import ClientError, make_client, read_state
+
     try:
-        from cozyrender.kube import client as kube_client  # type: ignore[attr-defined]
-    except ImportError:
-        kube_client = None
-    if kube_client is None or not hasattr(kube_client, "read_state"):
-        fail("reading a cluster (--kubeconfig/--context) is not in this build yet; give the state as files: "
-             "kubectl get tenants,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses,namespaces -A "
-             "-o json | cozyrender tree --state -")
-    client = kube_client.client_from_kubeconfig(kubeconfig, context)  # the name the lead wires at merge
-    return kube_client.read_state(client)
+        return read_state(make_client(kubeconfig, context))
+    except ClientError as err:
+        fail(str(err))
+    except Exception as err:  # noqa: BLE001 - the API server's refusal or an unreachable server, in one line
+        status = getattr(err, "status", None)
+        reason = getattr(status, "message", None) or str(err).splitlines()[0] if str(err) else type(err).__name__
+        fail(f"cannot read the cluster{' ' + kubeconfig if kubeconfig else ''}: {reason}")
