@@ -89,6 +89,10 @@ BASE: dict[str, dict[str, list[str]]] = {
              "helmrelease": ["--helmrelease", "{F}"]},
     "check": {"write_files": ["--state", str(BUDGET_STATE), "--write", "{F}"]},
     "gpuclass validate": {"old_files": [str(CLASS), "--old", "{F}"], "crd_path": [str(CLASS), "--crd", "{F}"]},
+    "webhook": {"tls_cert": ["--listen", "127.0.0.1:0", "--tls-cert", "{F}", "--tls-key", "{KEY}"],
+                "tls_key": ["--listen", "127.0.0.1:0", "--tls-cert", "{CERT}", "--tls-key", "{F}"],
+                "kubeconfig": ["--listen", "127.0.0.1:0", "--tls-cert", "{CERT}", "--tls-key", "{KEY}",
+                               "--kubeconfig", "{F}"]},
 }
 # Folder parameters: where in the folder the bad file goes (siblings it needs beside it).
 FOLDERS: dict[tuple[str, str], tuple[str, dict[str, bytes]]] = {
@@ -142,7 +146,20 @@ def _argv(command: str, param_name: str | None, file: str) -> list[str]:
         else:
             flag = next((o for o in param.opts if o.startswith("--")), param.opts[0])
             base = [flag, "x={F}" if (param.metavar or "").upper().startswith("KEY=") else "{F}"]
-    return [*command.split(), *(arg.replace("{F}", file) for arg in base)]
+    return [*command.split(), *(arg.replace("{F}", file).replace("{CERT}", str(_CERTS["cert"]))
+                                .replace("{KEY}", str(_CERTS["key"])) for arg in base)]
+
+
+def _certs() -> dict:
+    """A valid serving certificate and key, for the webhook's other TLS file."""
+    import tempfile
+
+    from tests.webhook_certs import make_certs
+
+    return make_certs(Path(tempfile.mkdtemp(prefix="cozyrender-bad-input-")))
+
+
+_CERTS = _certs()
 
 
 def _run(argv: list[str], stdin: bytes | int) -> subprocess.CompletedProcess:

@@ -127,8 +127,9 @@ def test_colour_on_a_terminal_only_and_never_with_no_color():
     (["--state", EXAMPLE, "--class", "A100"], "'A100' is not a GPU class name"),
     (["--state", EXAMPLE, "--depth", "-1"], "--depth must be 0 or more"),
     (["--state", EXAMPLE, "--kubeconfig", "kc"], "not both"),
-    (["--kubeconfig", "kc"], "cannot use the cluster configuration kc"),
-    (["--state", "-"], None),  # an empty state is fine: tenant-root alone
+    (["--kubeconfig", "kc"], "kc: no such file or folder"),
+    # an empty state is refused as check's audit refuses it: a tree of nothing would look healthy
+    (["--state", "-"], "the state holds no Tenant"),
 ])
 def test_bad_input_is_one_error_line(args, says):
     result = tree(*args)

@@ -118,11 +118,14 @@ def test_what_is_left_is_what_check_admits(objects, gpu_class):
                     and row["key"] in ("gpuclass.cozystack.io/devices", f"{gpu_class}.gpuclass.cozystack.io/devices")]
         if gpu_rows:
             room = min(row["left"] for row in gpu_rows)
+            # the hierarchical rule: budgets above may leave less
+            room = min([room] + [limit["left"] for limit in node["limitsAbove"] if limit["class"] == gpu_class])
             fits = vm(namespace, "newcomer", [{"class": gpu_class, "count": max(room, 0)}])
             beyond = vm(namespace, "newcomer", [{"class": gpu_class, "count": max(room, 0) + 1}])
             assert check_write(state, fits).allowed, (namespace, room)
             refused = check_write(state, beyond)
-            assert not refused.allowed and any(f"of pool {namespace}" in r.message for r in refused.reasons)
+            pools = {namespace} | {limit["pool"] for limit in node["limitsAbove"] if limit["class"] == gpu_class}
+            assert not refused.allowed and any(f"pool {pool}" in r.message for r in refused.reasons for pool in pools)
         cpu = [row for row in node["keys"] if row["type"] == "ordinary" and row["quotaKey"] == "limits.cpu"]
         if cpu:
             room = _value(cpu[0]["left"])

@@ -52,7 +52,7 @@ def kubeconfig(folder: Path, port: int) -> Path:
     (["--listen", "nowhere", "--tls-cert", "a", "--tls-key", "b"], "--listen nowhere: expected HOST:PORT"),
     (["--tls-cert", "missing.crt", "--tls-key", "missing.key"], "missing.crt: no such file"),
     (["--tls-cert", "{cert}", "--tls-key", "{cert}"], "cannot use the certificate"),
-    (["--tls-cert", "{cert}", "--tls-key", "{key}", "--kubeconfig", "nope.yaml"], "cannot use the cluster configuration"),
+    (["--tls-cert", "{cert}", "--tls-key", "{key}", "--kubeconfig", "nope.yaml"], "nope.yaml: no such file"),
     (["--tls-cert", "{cert}", "--tls-key", "{key}", "--kubeconfig", "{kubeconfig}", "--context", "other"],
      "cannot use the cluster configuration"),
 ])

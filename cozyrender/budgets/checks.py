@@ -223,6 +223,29 @@ def _hierarchical(state: BudgetState, root: str, before: Mapping[str, int], afte
                 ))
 
 
+def room_above(state: BudgetState, root: str, gpu_class: str) -> list[tuple[str, BudgetKey, int]]:
+    """What the hierarchical rule leaves for growth of `gpu_class` in `root`'s
+    pool: for each pool root above that the rule consults (as
+    `_check_hierarchical` walks them), each of its keys covering the class
+    and the devices that key has left in its subtree (budget minus what the
+    subtree physically holds; negative when over). Empty when no budget
+    above caps the class on the way up. O(depth)."""
+    found: list[tuple[str, BudgetKey, int]] = []
+    current = root
+    while True:
+        declaration = state.declarations[current]
+        parent = parent_namespace(current)
+        if not caps_class(declaration, gpu_class) or parent is None:
+            return found
+        current = state.budget_root(parent)
+        if current is None:
+            return found
+        above = state.declarations[current]
+        for key in sorted(above.budgets, key=key_order):
+            if key.covers(gpu_class):
+                found.append((current, key, above.budgets[key] - state.held_in_subtree(current, key)))
+
+
 def _gate_hierarchical(state: BudgetState, child: Declaration, before: Declaration | None, parent: str,
                        answer: _Answer) -> None:
     """The hierarchical rule for a Tenant write: what the tenant's subtree

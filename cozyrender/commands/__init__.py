@@ -144,6 +144,24 @@ def read_text(path: str | os.PathLike) -> str:
         fail(f"{source_name(path)}: not UTF-8 text (byte {err.start}: {err.reason})")
 
 
+def read_kubeconfig(path: str) -> None:
+    """Check that `path` is a readable kubeconfig (a YAML mapping), before a
+    Kubernetes client reads it: its problems in the commands' own words."""
+    import yaml
+
+    from cozyrender.yamlio import load_all_bounded, yaml_problem
+
+    text = read_text(path)
+    try:
+        documents = list(load_all_bounded(text))
+    except yaml.YAMLError as err:
+        fail(f"{path}: not valid YAML: {yaml_problem(err)}")
+    except ValueError as err:
+        fail(f"{path}: {err}")
+    if len(documents) != 1 or not isinstance(documents[0], dict) or not documents[0].get("clusters"):
+        fail(f"{path}: not a kubeconfig (a YAML mapping with clusters, users and contexts)")
+
+
 def source_name(path: str | os.PathLike) -> str:
     """How messages name an input: the path, or `<stdin>` for `-`."""
     return STDIN_NAME if os.fspath(path) == STDIN else os.fspath(path)

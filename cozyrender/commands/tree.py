@@ -17,7 +17,7 @@ import sys
 
 import click
 
-from cozyrender.commands import examples, fail, load_state
+from cozyrender.commands import examples, fail, load_state, read_kubeconfig, require_kinds
 
 OUTPUTS = ("tree", "json", "html")
 
@@ -67,6 +67,9 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], output: s
     objects = Objects()
     try:
         objects = _live_objects(kubeconfig, kube_context) if live else load_state(paths)
+        if not live:  # a tree of nothing would look like a healthy empty cluster
+            require_kinds(objects, "Tenant", why="the tree shows the tenants' budgets "
+                          "(kubectl get tenants,namespaces,resourcequotas,pods,... -A -o yaml)")
         gc.freeze()  # as check does: the loaded objects live until exit
         state = index_state(objects)
         findings = audit(state)
@@ -116,6 +119,8 @@ def _live_objects(kubeconfig: str | None, context: str | None):
     client (`cozyrender.kube.client`)."""
     from cozyrender.kube.client import ClientError, make_client, read_state
 
+    if kubeconfig:
+        read_kubeconfig(kubeconfig)
     try:
         return read_state(make_client(kubeconfig, context))
     except ClientError as err:

@@ -16,7 +16,7 @@ import threading
 
 import click
 
-from cozyrender.commands import examples, fail
+from cozyrender.commands import examples, fail, read_bytes, read_kubeconfig
 
 DEFAULT_NAMESPACE = "cozyrender-system"
 
@@ -62,12 +62,14 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
     from cozyrender.webhook.server import serve, tls_context
 
     address = _address(listen)
+    for path in (tls_cert, tls_key):
+        read_bytes(path)  # a missing or unreadable file, in the commands' words
     try:
         tls = tls_context(tls_cert, tls_key)
-    except FileNotFoundError as err:
-        fail(f"--tls-cert/--tls-key: {err.filename or tls_cert}: no such file")
-    except (ssl.SSLError, OSError) as err:
-        fail(f"cannot use the certificate {tls_cert} and key {tls_key}: {getattr(err, 'reason', None) or err}")
+    except (ssl.SSLError, OSError, ValueError):
+        fail(f"cannot use the certificate {tls_cert} and key {tls_key}: not a PEM certificate and its private key")
+    if kubeconfig:
+        read_kubeconfig(kubeconfig)
     try:
         ledger_client = make_client(kubeconfig, context, timeout=2.0)
         make_client(kubeconfig, context)  # the watches' clients are made per kind, the same way

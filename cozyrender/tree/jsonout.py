@@ -77,6 +77,8 @@ def node_data(node: Node) -> dict[str, Any]:
         "vgpu": {"requested": node.vgpu.requested, "entitled": node.vgpu.entitled,
                  "brokenBy": node.vgpu.broken_by, "label": node.vgpu.label},
         "findings": [finding.as_dict() for finding in node.findings],
+        "limitsAbove": [{"class": limit.gpu_class, "pool": limit.root, "key": limit.key, "left": limit.left}
+                        for limit in node.limits_above],
     }
 
 

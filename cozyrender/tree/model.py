@@ -28,6 +28,7 @@ from fractions import Fraction
 
 from cozyrender.budgets.audit import Finding
 from cozyrender.budgets.charges import ALL_CLASSES, NO_CHARGE, budget_charge, caps
+from cozyrender.budgets.checks import room_above
 from cozyrender.budgets.index import BudgetState, covered, key_order
 from cozyrender.budgets.model import quota_field
 from cozyrender.budgets.tree import ROOT_NAMESPACE, parent_namespace
@@ -144,6 +145,18 @@ class Vgpu:
     label: bool | None
 
 
+@dataclass(frozen=True)
+class AboveLimit:
+    """The tightest budget above a pool root for one class (the hierarchical
+    rule): growth of `gpu_class` in this pool may take at most `left` more,
+    because key `key` of pool `root` has that much left in its subtree."""
+
+    gpu_class: str
+    root: str
+    key: str
+    left: int
+
+
 @dataclass
 class Node:
     """One namespace of the tenant tree (with or without a Tenant object)."""
@@ -167,6 +180,7 @@ class Node:
     workloads: list[Reservation] = field(default_factory=list)  # in this namespace, reserving devices
     vgpu: Vgpu = Vgpu(False, False, None, None)
     findings: list[Finding] = field(default_factory=list)
+    limits_above: list[AboveLimit] = field(default_factory=list)
 
     @property
     def over_committed(self) -> bool:
@@ -397,6 +411,12 @@ class _Context:
         node.gpu_only = bool(declaration.budgets) and not declaration.is_ordinary_root
         for key in sorted(declaration.budgets, key=key_order):
             node.keys.append(self._gpu_row(namespace, key))
+        if declaration.is_budget_root:
+            for gpu_class in sorted(state.gpuclasses):
+                limits = room_above(state, namespace, gpu_class)
+                if limits:
+                    root, key, left = min(limits, key=lambda limit: limit[2])
+                    node.limits_above.append(AboveLimit(gpu_class, root, key.key, left))
         for quota_key in declaration.ordinary:
             node.keys.append(self._ordinary_row(namespace, quota_key))
         if parent is not None:
