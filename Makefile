@@ -79,7 +79,7 @@ dist: venv binaries
 	rm -rf $(DIST) $(HELM_TMP)
 	$(PY) -m build --no-isolation --outdir $(DIST) .
 	HELM_DATA_HOME=$(HELM_TMP)/data HELM_CONFIG_HOME=$(HELM_TMP)/config HELM_CACHE_HOME=$(HELM_TMP)/cache \
-	  $(BIN)/helm4 package charts/tenant charts/cozystack-basics -d $(DIST)/charts
+	  $(BIN)/helm4 package charts/tenant charts/cozystack-basics charts/cozyrender-webhook -d $(DIST)/charts
 	HELM_DATA_HOME=$(HELM_TMP)/data HELM_CONFIG_HOME=$(HELM_TMP)/config HELM_CACHE_HOME=$(HELM_TMP)/cache \
 	  $(BIN)/helm4 repo index $(DIST)/charts
 	HELM_DATA_HOME=$(HELM_TMP)/data HELM_CONFIG_HOME=$(HELM_TMP)/config HELM_CACHE_HOME=$(HELM_TMP)/cache \

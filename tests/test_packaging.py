@@ -65,7 +65,8 @@ def test_dist_holds_every_artifact(dist):
     names = sorted(str(p.relative_to(dist)) for p in dist.rglob("*") if p.is_file())
     assert names == sorted([
         f"cozyrender-{v}-py3-none-any.whl", f"cozyrender-{v}.tar.gz",
-        f"charts/{chart_archive('tenant')}", f"charts/{chart_archive('cozystack-basics')}", "charts/index.yaml",
+        f"charts/{chart_archive('tenant')}", f"charts/{chart_archive('cozystack-basics')}",
+        f"charts/{chart_archive('cozyrender-webhook')}", "charts/index.yaml",
         f"helm-plugin/cozyrender-{v}.tgz",
     ]), names
     with zipfile.ZipFile(dist / f"cozyrender-{v}-py3-none-any.whl") as wheel:
@@ -76,7 +77,7 @@ def test_dist_holds_every_artifact(dist):
     assert f"cozyrender-{v}/charts/cozystack-basics/crds/gpuclasses.cozystack.io.yaml" in members
     assert f"cozyrender-{v}/plugins/cozyrender/plugin.yaml" in members
     index = yaml.safe_load((dist / "charts" / "index.yaml").read_text())
-    assert set(index["entries"]) == {"tenant", "cozystack-basics"}
+    assert set(index["entries"]) == {"tenant", "cozystack-basics", "cozyrender-webhook"}
     # the plugin's version follows the package's (helm names the archive after it)
     plugin = yaml.safe_load((ROOT / "plugins" / "cozyrender" / "plugin.yaml").read_text())
     assert plugin["version"] == v
