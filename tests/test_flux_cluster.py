@@ -50,6 +50,7 @@ FLUX_LABELS = ("helm.toolkit.fluxcd.io/name", "helm.toolkit.fluxcd.io/namespace"
 
 sys.path.insert(0, str(ROOT / "tests"))
 from test_cluster_helm import BUNDLED_CRDS, _crd  # noqa: E402  (the same CRDs, built the same way)
+from test_flux_inject import api_release as cozystack_release  # noqa: E402  (one shape of cozystack-api's release)
 
 
 def _free_port() -> int:
@@ -213,22 +214,14 @@ def basics(plane, helm_env, tmp_path_factory):
 
 
 def api_release(name: str, namespace: str, spec_values: dict) -> dict:
-    """A tenant HelmRelease as cozystack-api writes it (rest.go), Flux intervals shortened."""
-    return {
-        "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
-        "metadata": {"name": f"tenant-{name}", "namespace": namespace, "labels": {
-            "apps.cozystack.io/application.kind": "Tenant",
-            "apps.cozystack.io/application.group": "apps.cozystack.io",
-            "apps.cozystack.io/application.name": name}},
-        "spec": {
-            "chartRef": {"kind": "ExternalArtifact", "name": ARTIFACT, "namespace": "cozy-system"},
-            "interval": "20s", "maxHistory": 5,
-            "install": {"timeout": "2m", "disableWait": True,
-                        "strategy": {"name": "RetryOnFailure", "retryInterval": "2s"}},
-            "upgrade": {"timeout": "2m", "disableWait": True,
-                        "strategy": {"name": "RetryOnFailure", "retryInterval": "2s"}},
-            "valuesFrom": [{"kind": "Secret", "name": "cozystack-values"}],
-            "values": spec_values}}
+    """A tenant HelmRelease as cozystack-api writes it, Flux's intervals shortened for the tests."""
+    retry = {"name": "RetryOnFailure", "retryInterval": "2s"}
+    release = cozystack_release(
+        name, namespace, spec_values, interval="20s",
+        install={"timeout": "2m", "disableWait": True, "strategy": retry},
+        upgrade={"timeout": "2m", "disableWait": True, "strategy": retry})
+    assert release["spec"]["chartRef"]["name"] == ARTIFACT
+    return release
 
 
 def get(plane, *args) -> dict | None:

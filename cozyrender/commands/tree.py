@@ -127,5 +127,5 @@ def _live_objects(kubeconfig: str | None, context: str | None):
         fail(str(err))
     except Exception as err:  # noqa: BLE001 - the API server's refusal or an unreachable server, in one line
         status = getattr(err, "status", None)
-        reason = getattr(status, "message", None) or str(err).splitlines()[0] if str(err) else type(err).__name__
+        reason = getattr(status, "message", None) or next(iter(str(err).splitlines()), "") or "no answer"
         fail(f"cannot read the cluster{' ' + kubeconfig if kubeconfig else ''}: {reason}")
