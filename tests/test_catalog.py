@@ -56,7 +56,7 @@ def test_example_figures():
 def test_json_output_for_scripts():
     result = CliRunner().invoke(catalog_command, ["--state", str(EXAMPLE), "-o", "json"])
     assert result.exit_code == 0, result.output
-    items = {item["name"]: item for item in json.loads(result.output)["gpuClasses"]}
+    items = {item["name"]: item for item in json.loads(result.stdout)["gpuClasses"]}
     assert items["a100-full"]["conflict"] == {"heldBy": "a100-40g"}
     assert items["a100-4c"]["freeUnits"] == 7 and items["a100-4c"]["profile"] == "A100-4C"
     assert items["a100-40g"]["conflict"] is None and items["a100-40g"]["resourceName"] == "nvidia.com/GA100_A100_PCIE_40GB"

@@ -78,7 +78,7 @@ def test_the_well_formed_state_reads(tmp_path):
     (tmp_path / "state.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [CLASS, NODE, POD]}))
     result = CliRunner().invoke(command, ["--state", str(tmp_path / "state.json"), "-o", "json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["gpuClasses"][0]["freeUnits"] == 1
+    assert json.loads(result.stdout)["gpuClasses"][0]["freeUnits"] == 1
 
 
 def test_invalid_yaml_is_one_line(tmp_path):
@@ -101,10 +101,13 @@ def _catalog(*args: str) -> tuple[int, str]:
 def test_objects_read_twice_are_counted_once():
     """Overlapping inputs (a folder and a file in it) hold each node and pod
     twice; the figures must not double."""
-    once = _catalog("--state", str(EXAMPLE), "-o", "json")
-    twice = _catalog("--state", str(EXAMPLE), "--state", str(EXAMPLE / "nodes.yaml"),
-                     "--state", str(EXAMPLE / "pods.yaml"), "-o", "json")
-    assert once[0] == 0 and twice == once
+    once = CliRunner().invoke(command, ["--state", str(EXAMPLE), "-o", "json"])
+    twice = CliRunner().invoke(command, ["--state", str(EXAMPLE), "--state", str(EXAMPLE / "nodes.yaml"),
+                                         "--state", str(EXAMPLE / "pods.yaml"), "-o", "json"])
+    assert once.exit_code == twice.exit_code == 0 and twice.stdout == once.stdout
+    # What was read says the overlap: the same objects, more files.
+    assert once.stderr.startswith("cozyrender catalog: read 3 files (5 GPUClass, 7 Node, 8 Pod)")
+    assert twice.stderr.startswith("cozyrender catalog: read 5 files (5 GPUClass, 14 Node, 16 Pod)")
 
 
 @pytest.mark.parametrize("order", ["first", "last"])

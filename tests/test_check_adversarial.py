@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from click.testing import CliRunner
-from test_budgets_builders import classes, klist, run_check, tenant, vm, write_json
+from test_budgets_builders import as_listed, classes, klist, run_check, tenant, vm, write_json
 
 from cozyrender.commands.check import command
 
@@ -60,7 +60,7 @@ def test_aliases_expanding_to_a_billion_nodes_are_bad_input(tmp_path, where):
     strings once expanded; a `spec` that is no object was spelt out in full
     for the message (minutes and gigabytes), as was any walk over the object."""
     hostile = TENANT_HEAD + "x:\n" + _laughs(8) + "\nspec: *l8\n"
-    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    state = write_json(tmp_path / "state.json", klist(as_listed([*classes(), tenant("a", quotas={A100: 4})])))
     if where == "state":
         (tmp_path / "hostile.yaml").write_text(hostile)
         write_json(tmp_path / "w.json", vm("tenant-a", "v", [{"class": "a100"}]))
@@ -77,7 +77,7 @@ def test_an_alias_inside_the_collection_it_names_is_bad_input(tmp_path, spec):
     """A structure that contains itself: two such copies were compared until
     Python's recursion limit, and any walk over one never ends."""
     (tmp_path / "w.yaml").write_text(TENANT_HEAD + f"spec: {spec}\n")
-    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    state = write_json(tmp_path / "state.json", klist(as_listed([*classes(), tenant("a", quotas={A100: 4})])))
     _bad_input(_invoke("--state", str(state), "--write", str(tmp_path / "w.yaml")),
                "w.yaml", "an alias refers to a collection that contains it")
 
@@ -86,7 +86,7 @@ def test_ordinary_anchors_and_merge_keys_still_load(tmp_path):
     (tmp_path / "w.yaml").write_text(
         "apiVersion: apps.cozystack.io/v1alpha1\nkind: VMInstance\nmetadata: {name: v, namespace: tenant-a}\n"
         "x: &gpu {class: a100, count: 2}\nspec:\n  gpus: [{<<: *gpu, count: 3}, *gpu]\n")
-    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    state = write_json(tmp_path / "state.json", klist(as_listed([*classes(), tenant("a", quotas={A100: 4})])))
     result = _invoke("--state", str(state), "--write", str(tmp_path / "w.yaml"))
     assert result.exit_code == 1 and "requested 5" in result.output, result.output
 
@@ -102,7 +102,7 @@ def test_a_long_sexagesimal_integer_is_bad_input(tmp_path, anchored):
     hostile = ("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  namespace: tenant-a\n"
                f"  annotations: {{a: {'&n ' if anchored else ''}1{':59' * 60000}}}\n")
     (tmp_path / "hostile.yaml").write_text(hostile)
-    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    state = write_json(tmp_path / "state.json", klist(as_listed([*classes(), tenant("a", quotas={A100: 4})])))
     _bad_input(_invoke("--state", str(state), str(tmp_path / "hostile.yaml")),
                "hostile.yaml", "too long (at most 4300 digits)")
 

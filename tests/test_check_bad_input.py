@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 from test_budgets_builders import (
+    as_listed,
     gpuclass,
     klist,
     pod,
@@ -91,7 +92,7 @@ def test_a_gpuclass_write_with_a_wrong_spec_is_refused_by_the_crd(tmp_path):
 
 
 def test_several_writes_are_a_usage_error(tmp_path):
-    state = write_json(tmp_path / "state.json", klist([tenant("a", quotas=CPU_AND_A100)]))
+    state = write_json(tmp_path / "state.json", klist(as_listed([tenant("a", quotas=CPU_AND_A100)])))
     first = write_json(tmp_path / "a.json", vm("tenant-a", "v", [{"class": "a100", "count": 9}]))
     second = write_json(tmp_path / "b.json", vm("tenant-a", "w", [{"class": "a100"}]))
     result = CliRunner().invoke(command, ["--state", str(state), "--write", str(first), "--write", str(second)])
@@ -116,7 +117,7 @@ def test_invalid_yaml_is_one_line_with_line_and_column(tmp_path):
     (b"kind: \xff\n", "write.yaml: not UTF-8 text"),
 ])
 def test_an_unreadable_write_names_the_file(tmp_path, content, expected):
-    state = write_json(tmp_path / "state.json", klist([tenant("a")]))
+    state = write_json(tmp_path / "state.json", klist(as_listed([tenant("a")])))
     if content is not None:
         (tmp_path / "write.yaml").write_bytes(content)
     result = CliRunner().invoke(command, ["--state", str(state), "--write", str(tmp_path / "write.yaml")])

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 from click.testing import CliRunner
-from test_budgets_builders import classes, klist, run_check, tenant, vm, write_json
+from test_budgets_builders import as_listed, classes, klist, run_check, tenant, vm, write_json
 
 from cozyrender.commands.check import command
 
@@ -32,7 +32,7 @@ def _invoke(*args):
     ("- 1\n", "not an object"),
 ])
 def test_bad_write_is_exit_2_with_a_clear_error(tmp_path, write_text, why):
-    state = write_json(tmp_path / "state.json", klist([tenant("a", quotas={A100: 1})]))
+    state = write_json(tmp_path / "state.json", klist(as_listed([tenant("a", quotas={A100: 1})])))
     (tmp_path / "write.yaml").write_text(write_text)
     result = _invoke("--state", str(state), "--write", str(tmp_path / "write.yaml"))
     assert result.exit_code == 2, result.output
@@ -54,11 +54,12 @@ def test_state_paths_after_one_state_flag_and_folders(tmp_path):
     (tmp_path / "repo").mkdir()
     write_json(tmp_path / "repo" / "a.json", tenant("a", quotas={A100: 1}))
     write_json(tmp_path / "repo" / "classes.json", klist(classes()))
+    write_json(tmp_path / "repo" / "cluster.json", klist(as_listed([])))  # the root Tenant, its Namespace
     write_json(tmp_path / "vm.json", vm("tenant-a", "v", [{"class": "a100"}]))
     write_json(tmp_path / "new.json", vm("tenant-a", "w", [{"class": "a100"}]))
     result = _invoke("--state", str(tmp_path / "repo"), str(tmp_path / "vm.json"), "--write", str(tmp_path / "new.json"))
-    assert result.exit_code == 1 and result.output.startswith("refused")
-    assert "exceeded GPU budget" in result.output and "GPUClass" not in result.output
+    assert result.exit_code == 1 and result.stdout.startswith("refused")
+    assert "exceeded GPU budget" in result.output and "GPUClass" not in result.stdout
 
 
 def test_audit_json_and_exit_codes(tmp_path):
@@ -69,7 +70,7 @@ def test_audit_json_and_exit_codes(tmp_path):
 
 
 def test_the_installed_command(tmp_path, repo_root):
-    state = write_json(tmp_path / "state.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    state = write_json(tmp_path / "state.json", klist(as_listed([*classes(), tenant("a", quotas={A100: 4})])))
     write = write_json(tmp_path / "vm.json", vm("tenant-a", "v", [{"class": "a100", "count": 5}]))
     run = subprocess.run(
         [str(repo_root / ".venv" / "bin" / "cozyrender"), "check", "--state", str(state), "--write", str(write), "-o", "json"],
@@ -77,6 +78,8 @@ def test_the_installed_command(tmp_path, repo_root):
     )
     assert run.returncode == 1, run.stderr
     assert json.loads(run.stdout)["reasons"][0]["field"] == "spec.gpus[0].count"
+    # Issue 19 item 2: what was read, on stderr (stdout is the answer alone).
+    assert run.stderr == ("cozyrender check: read 1 file (2 GPUClass, 2 Namespace, 2 Tenant)\n")
 
 
 def test_bundled_example(repo_root):

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_budgets_builders import (
+    as_listed,
     classes,
     gpuclass,
     klist,
@@ -179,7 +180,7 @@ def test_item7_one_object_under_two_versions_is_one_identity(tmp_path):
     v2 = dict(v1, apiVersion="apps.cozystack.io/v1beta1", spec={"gpus": [{"class": "a100", "count": 1}]})
     state_dir = tmp_path / "state"
     state_dir.mkdir()
-    write_json(state_dir / "base.json", klist([*classes(), tenant("a", quotas={A100: 4})]))
+    write_json(state_dir / "base.json", klist(as_listed([*classes(), tenant("a", quotas={A100: 4})])))
     write_json(state_dir / "one.json", v1)
     write_json(state_dir / "two.json", v2)
     write_json(tmp_path / "w.json", vm("tenant-a", "w", [{"class": "a100"}]))
@@ -296,16 +297,16 @@ def test_item10_a_namespace_no_tenant_can_own_is_reported(tmp_path):
 def test_item11_a_write_that_is_also_in_the_state_is_checked_against_the_rest(tmp_path, output):
     repo = tmp_path / "gitops"
     repo.mkdir()
-    write_json(repo / "base.json", klist([*classes(), tenant("a", quotas={A100: 2}),
-                                          vm("tenant-a", "other", [{"class": "a100"}])]))
+    write_json(repo / "base.json", klist(as_listed([*classes(), tenant("a", quotas={A100: 2}),
+                                                    vm("tenant-a", "other", [{"class": "a100"}])])))
     write_json(repo / "vm.json", vm("tenant-a", "v", [{"class": "a100", "count": 2}]))
     result = _invoke("--state", str(repo), "--write", str(repo / "vm.json"), "-o", output)
     assert result.exit_code == 1, result.output  # 1 + 2 > 2: not an update of itself
     note = f"{repo / 'vm.json'} is also in --state: the state's copy is ignored"
     if output == "json":
-        assert note in json.loads(result.output)["warnings"][0]
+        assert note in json.loads(result.stdout)["warnings"][0]
     else:
-        assert result.output.startswith("refused") and f"warning: {note}" in result.output
+        assert result.stdout.startswith("refused") and f"warning: {note}" in result.output
     # Named another way, it is the same file.
     result = _invoke("--state", str(repo), "--write", str(tmp_path / "gitops" / ".." / "gitops" / "vm.json"))
     assert result.exit_code == 1 and "is also in --state" in result.output

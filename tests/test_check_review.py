@@ -7,7 +7,12 @@ GPUClass objects, is in test_check_vgpu.py.)"""
 from __future__ import annotations
 
 import pytest
-from test_budgets_builders import classes, pod, quota, run_check, run_check_json, tenant, vm
+from click.testing import CliRunner
+from test_budgets_builders import (
+    classes, klist, pod, quota, root_namespace, run_check, run_check_json, tenant, vm, write_json,
+)
+
+from cozyrender.commands.check import command
 
 A100 = "a100.gpuclass.cozystack.io/devices"
 ALL = "gpuclass.cozystack.io/devices"
@@ -33,10 +38,25 @@ def test_r1_root_tenant_newly_declaring_a_budget_below_its_pool_is_refused(tmp_p
     assert code == 1 and "requested 7, reserved 5, carved out 3" in answer["reasons"][0]["message"]
 
 
-def test_r1_root_tenant_without_a_tenant_object_in_the_state(tmp_path):
+def test_r1_root_tenant_declaring_nothing_before(tmp_path):
+    # The root Tenant as the cluster lists it (`as_listed`: declaring nothing).
     state = [vm("tenant-root", "v", [{"class": "a100", "count": 5}])]
     assert run_check_json(tmp_path, state, tenant("root", quotas={A100: 4}))[0] == 1
     assert run_check_json(tmp_path, state, tenant("root", quotas={A100: 5}))[0] == 0
+
+
+def test_r1_a_state_without_any_tenant_is_bad_input_not_an_implicit_root(tmp_path):
+    """Issue 19 item 2: a cluster always lists the root Tenant; a state with
+    none was read without `tenants` and would admit any write for want of a
+    budget."""
+    state = write_json(tmp_path / "state.json", klist([root_namespace(None),
+                                                      vm("tenant-root", "v", [{"class": "a100", "count": 5}])]))
+    write = write_json(tmp_path / "write.json", tenant("root", quotas={A100: 4}))
+    result = CliRunner().invoke(command, ["--state", str(state), "--write", str(write)])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"cozyrender check: error: the state holds no Tenant (1 file read ({state}), "
+                                    "2 objects); a write is checked against the tenants' budgets")
+    assert "kubectl get tenants,namespaces," in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_r1_root_tenant_ordinary_key_below_its_usage_is_refused(tmp_path):

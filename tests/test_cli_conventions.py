@@ -281,3 +281,46 @@ def test_catalog_wide_adds_the_class_fields():
         assert rows[name][4] == spec["sourceKind"]
         assert rows[name][5] == str(spec.get("license", {}).get("featureType", "-"))
         assert rows[name][6] == str(len(spec.get("tolerations", [])))
+
+
+# ---------------------------------------------------------------- state_errors: one mapping, our words
+
+@pytest.mark.parametrize("raised,expected", [
+    (RecursionError("maximum recursion depth exceeded while calling a Python object"),
+     "cannot read the input: it is nested too deeply to be a Kubernetes object"),
+    (OverflowError("int too large to convert to float"), "cannot read the input: a number in it is out of range"),
+    (ZeroDivisionError("division by zero"), "cannot read the input: a number in it is out of range"),
+    (ValueError("something odd"), "cannot read the input: something odd"),
+])
+def test_state_errors_speak_in_the_commands_words(raised, expected):
+    """`check`, `tree` and `catalog` share one mapping of what reading a state
+    can raise (commands.state_errors); Python's exception names never reach
+    the user (issue 19, the final review's finding)."""
+    import click
+
+    from cozyrender.commands import CommandError, state_errors
+
+    with click.Context(click.Command("check")):
+        with pytest.raises(CommandError) as caught:
+            with state_errors():
+                raise raised
+    assert caught.value.exit_code == 2 and caught.value.format_message() == expected
+    assert type(raised).__name__ not in caught.value.format_message()
+
+
+def test_state_errors_name_the_file_of_the_object():
+    import click
+
+    from cozyrender.commands import CommandError, state_errors
+    from cozyrender.kube.shape import ShapeError
+    from cozyrender.state import Objects
+
+    objects = Objects()
+    bad = {"kind": "Pod"}
+    objects.add("pods.yaml", [bad])
+    with click.Context(click.Command("tree")):
+        with pytest.raises(CommandError) as caught:
+            with state_errors() as loaded:
+                loaded.append(objects)
+                raise ShapeError("Pod ?: metadata is required", bad)
+    assert caught.value.format_message() == "pods.yaml: Pod ?: metadata is required"

@@ -480,3 +480,20 @@ def test_check_without_release_checks_every_helmrelease_one_line_each(tmp_path):
         f"{path}: tenant-root/tenant-b: in sync", f"{path}: tenant-root/tenant-c: out of date",
         f"{path}: 1 of 2 HelmReleases out of date; run the same command with RELEASE and without --check for each"]
     assert path.read_text() == strip_owned(TENANTS.read_text(), "tenant-c")  # --check writes nothing
+
+
+def test_check_over_every_helmrelease_takes_values_from_stdin(tmp_path):
+    """`-f -` with several releases: standard input is read once and every
+    release merges the same values (it said 'given only once' before)."""
+    from_stdin = run("-f", "-", "--chart-dir", str(ROOT), "--helmrelease", str(TENANTS), "--check",
+                     stdin=PARENT.read_bytes())
+    from_file = run("-f", str(PARENT), "--chart-dir", str(ROOT), "--helmrelease", str(TENANTS), "--check")
+    assert from_stdin == from_file and from_stdin[0] == 0, from_stdin
+    # Other values on stdin give another answer: the releases did read them.
+    other = run("-f", "-", "--chart-dir", str(ROOT), "--helmrelease", str(TENANTS), "--check", stdin="{}\n")
+    assert other[0] == 1 and other[2].count(": out of date") == 2, other
+
+
+def test_stdin_twice_among_values_files_is_bad_input():
+    code, out, err = run("tenant-a", str(TENANT), "-n", "tenant-root", "-f", "-", "-f", "-", stdin="a: 1\n")
+    assert (code, out) == (2, "") and err == "cozyrender flux: error: standard input ('-') can be given only once\n"

@@ -8,11 +8,19 @@ import pty
 import subprocess
 import sys
 
+import pytest
+
+from cozyrender.commands import STATE_KUBECTL
 from tests.conftest import ROOT
 
 TENANT = ("apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata:\n  name: a\n  namespace: tenant-root\n"
           "spec:\n  resourceQuotas:\n    gpuclass.cozystack.io/devices: 1\n")
 NAMESPACE = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: tenant-a\n"
+VM = ("apiVersion: apps.cozystack.io/v1alpha1\nkind: VMInstance\nmetadata: {name: v, namespace: tenant-a}\n"
+      "spec: {runStrategy: Always}\n")
+GPUCLASS = ("apiVersion: cozystack.io/v1alpha1\nkind: GPUClass\nmetadata: {name: a100}\nspec: {vendor: nvidia, "
+            "model: A100, mode: passthrough, memory: 40Gi, sourceKind: PCIHostDevice, "
+            "resourceName: nvidia.com/GA100_A100}\n")
 
 
 def cozy(*args, stderr_tty: bool = False) -> tuple[int, str, str]:
@@ -43,9 +51,9 @@ def cozy(*args, stderr_tty: bool = False) -> tuple[int, str, str]:
 def test_an_empty_folder_is_not_audited_green(tmp_path):
     code, out, err = cozy("check", "--state", tmp_path)
     assert code == 2 and out == ""
-    assert err == (f"cozyrender check: error: the state holds no Tenant (no YAML or JSON file in {tmp_path}); "
-                   "an audit checks the tenants' budgets (kubectl get tenants,namespaces,resourcequotas,pods,... "
-                   "-A -o yaml)\n")
+    assert err == (f"cozyrender check: error: the state holds no Tenant and no Namespace (no YAML or JSON file "
+                   f"in {tmp_path}); an audit checks the tenants' budgets and the Namespaces' vGPU labels "
+                   f"({STATE_KUBECTL})\n")
 
 
 def test_a_state_without_tenants_is_not_audited_green(tmp_path):
@@ -54,15 +62,42 @@ def test_a_state_without_tenants_is_not_audited_green(tmp_path):
     assert code == 2 and out == "" and "the state holds no Tenant (1 file read (" in err and "1 object)" in err
 
 
+@pytest.mark.parametrize("command", [["check"], ["check", "--write", "{write}"], ["tree"]])
+def test_a_state_without_namespaces_is_bad_input(tmp_path, command):
+    """`kubectl get tenants,vminstances,...` without `namespaces`: no tenant's
+    vGPU label was read, and a cluster always has the Namespaces."""
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "tenants.yaml").write_text(TENANT)
+    (tmp_path / "vm.yaml").write_text(VM)
+    args = [part.format(write=tmp_path / "vm.yaml") for part in command]
+    code, out, err = cozy(*args, "--state", tmp_path / "state")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"cozyrender {command[0]}: error: the state holds no Namespace (1 file read "
+                          f"({tmp_path / 'state' / 'tenants.yaml'}), 1 object); ")
+    assert STATE_KUBECTL in err
+    # With the Namespace the same state is an answer.
+    (tmp_path / "state" / "ns.yaml").write_text(NAMESPACE)
+    assert cozy(*args, "--state", tmp_path / "state")[0] == 0
+
+
+def test_a_gpuclass_write_needs_only_the_classes(tmp_path):
+    (tmp_path / "classes.yaml").write_text(GPUCLASS)
+    (tmp_path / "new.yaml").write_text(GPUCLASS.replace("name: a100", "name: h100").replace("A100", "H100"))
+    code, out, err = cozy("check", "--state", tmp_path / "classes.yaml", "--write", tmp_path / "new.yaml")
+    assert code == 0 and out.startswith("admitted"), err
+    assert err == "cozyrender check: read 1 file (1 GPUClass)\n"
+
+
 def test_suffixes_are_read_in_any_letter_case(tmp_path):
     (tmp_path / "tenants.YAML").write_text(TENANT)
     (tmp_path / "ns.Yml").write_text(NAMESPACE)
     code, out, err = cozy("check", "--state", tmp_path, "-o", "json")
-    assert code == 0 and err == "", err
+    assert code == 0 and err == "cozyrender check: read 2 files (1 Namespace, 1 Tenant)\n", err
 
 
 def test_every_skipped_file_is_named_with_why(tmp_path):
     (tmp_path / "tenants.yaml").write_text(TENANT)
+    (tmp_path / "ns.yaml").write_text(NAMESPACE)
     (tmp_path / "notes.txt").write_text("kind: Tenant\n")
     (tmp_path / ".hidden.yaml").write_text(TENANT)
     (tmp_path / ".git").mkdir()
@@ -73,17 +108,23 @@ def test_every_skipped_file_is_named_with_why(tmp_path):
         f"cozyrender check: warning: skipped {tmp_path}/.git/: a hidden folder",
         f"cozyrender check: warning: skipped {tmp_path}/.hidden.yaml: a hidden file",
         f"cozyrender check: warning: skipped {tmp_path}/notes.txt: not .yaml, .yml or .json",
+        "cozyrender check: read 2 files (1 Namespace, 1 Tenant)",
     ]
 
 
-def test_what_was_read_is_said_on_a_terminal(tmp_path):
+@pytest.mark.parametrize("tty", [False, True], ids=["piped", "terminal"])
+def test_what_was_read_is_said(tmp_path, tty):
+    """Issue 19 item 2, on a terminal and off it (a CI log shows what a green
+    answer was computed over); stdout stays the answer alone."""
     (tmp_path / "tenants.yaml").write_text(TENANT + "---\n" + TENANT.replace("name: a", "name: b"))
     (tmp_path / "ns.json").write_text('{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-a"}}')
-    code, out, err = cozy("check", "--state", tmp_path, stderr_tty=True)
-    assert code == 0, err
-    assert "cozyrender check: read 2 files (1 Namespace, 2 Tenant)\n" in err
-    code, out, err = cozy("catalog", "--state", ROOT / "examples" / "cluster", stderr_tty=True)
-    assert code == 0 and "cozyrender catalog: read 3 files (" in err and "GPUClass" in err
+    code, out, err = cozy("check", "--state", tmp_path, stderr_tty=tty)
+    assert code == 0 and out == "0 errors, 0 warnings\n", err
+    assert err == "cozyrender check: read 2 files (1 Namespace, 2 Tenant)\n"
+    code, out, err = cozy("tree", "--state", tmp_path, "-o", "json", stderr_tty=tty)
+    assert code == 0 and out.startswith("{") and err == "cozyrender tree: read 2 files (1 Namespace, 2 Tenant)\n"
+    code, out, err = cozy("catalog", "--state", ROOT / "examples" / "cluster", stderr_tty=tty)
+    assert code == 0 and err == "cozyrender catalog: read 3 files (5 GPUClass, 7 Node, 8 Pod)\n"
 
 
 def test_an_empty_catalog_state_is_bad_input(tmp_path):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import re
 import subprocess
 import sys
 
@@ -46,7 +47,8 @@ def test_golden_terminal_output(name):
     state, *options = CASES[name]
     result = tree("--state", state, *options)
     assert result.returncode == 0, result.stderr
-    assert result.stderr == b""
+    # Issue 19 item 2: what was read, the one line on stderr.
+    assert re.fullmatch(rb"cozyrender tree: read \d+ files? \(.*\d+ Namespace.*\d+ Tenant.*\)\n", result.stderr)
     text = result.stdout.decode()
     assert "\x1b[" not in text  # piped: no colour
     path = GOLDEN / f"{name}.txt"
@@ -156,7 +158,8 @@ def test_two_tenants_of_one_name_need_the_namespace(tmp_path):
     state = tmp_path / "s.yaml"
     state.write_text("\n---\n".join(
         f"apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {{name: {name}, namespace: {ns}}}\nspec: {{}}"
-        for name, ns in [("a", "tenant-root"), ("b", "tenant-root"), ("x", "tenant-a"), ("x", "tenant-b")]))
+        for name, ns in [("a", "tenant-root"), ("b", "tenant-root"), ("x", "tenant-a"), ("x", "tenant-b")])
+        + "\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-root}\n")
     err = tree("--state", state, "--tenant", "x").stderr.decode()
     assert "2 tenants are named 'x' (tenant-a-x, tenant-b-x): give the namespace instead" in err
     assert tree("--state", state, "--tenant", "tenant-b-x").returncode == 0

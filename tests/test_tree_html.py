@@ -194,6 +194,7 @@ def test_text_from_the_state_is_text(browser, tmp_path):
     hostile = "</script><img src=x onerror=alert(1)><!--"
     state = tmp_path / "hostile.yaml"
     state.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-root"}},
         {"apiVersion": APPS, "kind": "Tenant", "metadata": {"name": "acme", "namespace": "tenant-root"},
          "spec": {"resourceQuotas": {hostile: 1, "cpu": "1"}}}]}))
     page, data, requests, html = open_page(browser, tmp_path, state)

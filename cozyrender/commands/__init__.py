@@ -10,25 +10,27 @@ conventions they share live here, so every command behaves the same way:
 - folders wherever files are taken (`expand_paths`: the YAML/JSON files below,
   suffixes in any letter case, in name order, dotfiles and dot-folders
   skipped, every skipped file named in a warning with why);
-- what a state command read, on stderr (`say_what_was_read`: files, objects by
-  kind), and a state without the kinds an answer needs is bad input
-  (`require_kinds`), never a green answer over nothing;
+- what a state command read, one line on stderr (`say_what_was_read`: files,
+  objects by kind), and a state without the kinds an answer needs is bad
+  input (`require_kinds`), never a green answer over nothing; a state that
+  cannot be read or indexed is one line in our words (`state_errors`);
 - one `-o/--output` vocabulary (`output_option`, `emit`): `table` (default,
   for people), `wide` (the same table with more columns), `json`, `yaml`;
   tables through one formatter (`cozyrender.commands.columns`);
 - Helm's values flags (`values_options`, `user_values`): `-f/--values` (`-`
-  too), `--set`, `--set-string`, `--set-json`, `--set-file`;
+  too), `--set`, `--set-string`, `--set-json`, `--set-file`, each file read
+  once per run however many releases take the values;
 - an example in every `--help` (`examples`).
 """
 
 from __future__ import annotations
 
 import errno as _errno
-import io
 import json
 import os
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -247,17 +249,11 @@ def kinds_read(objects) -> dict[str, int]:
 
 
 def say_what_was_read(objects) -> None:
-    """One line on stderr, when stderr is a terminal: the files read and the
-    objects by kind, so an answer over the wrong input (a skipped file, the
-    wrong folder) shows it. Off a terminal (scripts, CI, pipes) stdout stays
-    the answer alone and stderr stays empty unless something is wrong: an
-    empty state is refused there instead (`require_kinds`)."""
-    stream = sys.stderr
-    try:
-        if not os.isatty(stream.fileno()):
-            return
-    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
-        return
+    """One line on stderr: the files read and the objects by kind, so an
+    answer over the wrong input (a skipped file, the wrong folder, a kubectl
+    command that left a kind out) shows it. stdout stays the answer alone;
+    the line is never prefixed `error:` or `warning:`, so a script that reads
+    stderr for problems tells it apart."""
     click.echo(what_was_read(objects, command_name()), err=True)
 
 
@@ -267,6 +263,11 @@ def what_was_read(objects, command: str) -> str:
     counts = kinds_read(objects)
     kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items()) or "no objects"
     return f"{command}: read {plural(len(files), 'file')} ({kinds})"
+
+
+# What a state for the budget rules holds, as one kubectl command (help, errors, docs).
+STATE_KUBECTL = ("kubectl get tenants,namespaces,vminstances,kubernetesnodes,kuberneteses,resourcequotas,pods,"
+                 "gpuclasses,secrets -A -o yaml")
 
 
 def require_kinds(objects, *kinds: str, why: str) -> None:
@@ -281,6 +282,35 @@ def require_kinds(objects, *kinds: str, why: str) -> None:
         else:
             what = f"no YAML or JSON file in {', '.join(getattr(objects, 'given', [])) or 'the paths given'}"
         fail(f"the state holds no {' and no '.join(missing)} ({what}); {why}")
+
+
+@contextmanager
+def state_errors() -> Iterator[list]:
+    """Reading and indexing a state, its failures as one line in our words
+    (exit 2, never Python's exception names): a StateError or ShapeError as
+    the state module words it, naming the file of the object it is about
+    when one of the Objects the caller adds to the yielded list holds it; nesting past Python's stack and
+    arithmetic out of range in plain words; a GPUClass CRD that cannot be
+    used as `gpuclass validate` says it."""
+    from cozyrender.kube.shape import ShapeError
+    from cozyrender.state import StateError, describe
+
+    loaded: list = []
+    try:
+        yield loaded
+    except (StateError, ShapeError) as err:
+        fail(describe(err, *loaded))
+    except RecursionError:
+        fail("cannot read the input: it is nested too deeply to be a Kubernetes object")
+    except ArithmeticError:
+        fail("cannot read the input: a number in it is out of range")
+    except ValueError as err:
+        # Loaded once it has raised, so the import costs nothing on the way in.
+        from cozyrender.gpuclass.validation import CRDError, RuleCompileError
+
+        if isinstance(err, (CRDError, RuleCompileError)):
+            fail(f"the GPUClass CRD cannot be used: {err}")
+        fail(f"cannot read the input: {err}")
 
 
 # ---------------------------------------------------------------- output
@@ -336,6 +366,21 @@ def values_options(function: Callable) -> Callable:
     return function
 
 
+_VALUES_READ = "cozyrender.values_read"
+
+
+def _read_values_file(path: str | os.PathLike) -> str:
+    """`read_text`, once per file per command run: a command that merges the
+    values for several releases (`flux --check` over a file) reads `-f -`
+    and every file once, and each release sees the same text."""
+    ctx = click.get_current_context(silent=True)
+    cache = ctx.find_root().meta.setdefault(_VALUES_READ, {}) if ctx is not None else {}
+    key = os.fspath(path)
+    if key not in cache:
+        cache[key] = read_text(path)
+    return cache[key]
+
+
 def user_values(values_files: Sequence[str] = (), sets: Sequence[str] = (),
                 set_string: Sequence[str] = (), set_json: Sequence[str] = (),
                 set_file: Sequence[str] = (), inline: Sequence[dict] = ()) -> dict[str, Any]:
@@ -343,9 +388,11 @@ def user_values(values_files: Sequence[str] = (), sets: Sequence[str] = (),
     --set-json, --set, --set-string, --set-file); a RenderError as a CommandError."""
     from cozyrender.render import RenderError, load_values
 
+    if list(values_files).count(STDIN) > 1:
+        fail("standard input ('-') can be given only once")
     try:
         return load_values(values_files, sets, inline, set_json=set_json, set_string=set_string,
-                           set_file=set_file, read=read_text)
+                           set_file=set_file, read=_read_values_file)
     except RenderError as err:
         fail(str(err))
 

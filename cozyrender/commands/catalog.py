@@ -8,7 +8,7 @@ import json
 import click
 
 from cozyrender.commands import (
-    emit, examples, fail, load_state, output_option, require_kinds, say_what_was_read,
+    emit, examples, load_state, output_option, require_kinds, say_what_was_read, state_errors,
 )
 from cozyrender.commands.columns import Column, render
 
@@ -28,17 +28,12 @@ def command(state_paths: tuple[str, ...], output: str) -> None:
     free and allocatable units on eligible nodes, eligible node count, and
     whether the class is in conflict (naming the class that holds its resource)."""
     from cozyrender.gpuclass.catalog import catalog_rows, render_json
-    from cozyrender.kube.shape import ShapeError
-    from cozyrender.state import Objects, StateError
-
-    objects = Objects()
-    try:
+    with state_errors() as loaded:
         objects = load_state(state_paths)
+        loaded.append(objects)
         require_kinds(objects, "object", why="the catalog lists the GPU classes of a cluster's objects "
                       "(kubectl get nodes,pods,gpuclasses -A -o yaml)")
         rows = catalog_rows(objects, validate=_crd_problem())
-    except (StateError, ShapeError) as err:
-        fail(objects.describe(err))
     say_what_was_read(objects)
     if output == "json":
         click.echo(render_json(rows), nl=False)

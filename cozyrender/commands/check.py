@@ -15,7 +15,8 @@ import sys
 import click
 
 from cozyrender.commands import (
-    emit, examples, fail, load_state, plural, read_text, require_kinds, say_what_was_read, source_name,
+    STATE_KUBECTL, emit, examples, fail, load_state, plural, read_text, require_kinds, say_what_was_read,
+    source_name, state_errors,
 )
 from cozyrender.commands.columns import Column, render
 
@@ -29,7 +30,7 @@ def _fail(message: str) -> None:
 
 @click.command("check", context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(
     "cozyrender check --state live.json --write vm.yaml",
-    "kubectl get tenants,vminstances,resourcequotas,pods,gpuclasses -A -o json | cozyrender check --state - --write vm.yaml",
+    "kubectl get tenants,namespaces,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses -A -o json | cozyrender check --state - --write vm.yaml",
     "cozyrender check --state live.json gitops/ -o json     # audit the whole state"))
 @click.option("--state", "state_paths", multiple=True, metavar="PATH",
               help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests), "
@@ -49,8 +50,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
     """Check a write against the GPU budgets and GPU classes of a state, or
     audit the whole state when no --write is given."""
     from cozyrender.budgets import ERROR, audit, check_write, index_state
-    from cozyrender.kube.shape import ShapeError
-    from cozyrender.state import Objects, StateError, describe, parse_documents
+    from cozyrender.state import StateError, parse_documents
 
     paths = state_paths + more_state
     if not paths:
@@ -60,51 +60,38 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         raise click.UsageError(f"--write is given {len(write_files)} times; check one write at a time")
     write_file = write_files[0] if write_files else None
     override = None if platform_vgpu is None else platform_vgpu == "true"
-    objects = written = Objects()
-    try:
+    with state_errors() as loaded:
         # A write that is also one of the state's files is checked against
         # everything else, not as an update of itself (issue 11 item 11).
         objects = load_state(paths, exclude=[write_file] if write_file else [])
+        loaded.append(objects)
         # A short-lived process: move the loaded objects to the permanent
         # generation, so no later collection (during the audit or the check,
         # after indexing, which pauses the collector itself) scans them again;
         # they live until exit, nothing to collect there anyway.
         gc.freeze()
-        state = index_state(objects)
+        state = index_state(objects)  # a malformed object first: the more precise error
         if write_file is None:
-            # An audit without a Tenant has nothing to audit: green for want of input, so bad
-            # input instead. (A write needs none: the root tenant may be implicit, and a GPUClass
-            # write is checked against the classes alone.)
-            require_kinds(objects, "Tenant", why="an audit checks the tenants' budgets "
-                          "(kubectl get tenants,namespaces,resourcequotas,pods,... -A -o yaml)")
+            _require_state(objects, None)
             findings = audit(state)
-            say_what_was_read(objects)
-            _print_audit(findings, output)
-            sys.exit(EXIT_REFUSED if any(f.severity == ERROR for f in findings) else EXIT_OK)
-        written = parse_documents(read_text(write_file), source_name(write_file))
-        if len(written) != 1:
-            raise StateError(f"{source_name(write_file)}: holds {len(written)} objects; "
-                             "--write takes exactly one")
-        decision = check_write(state, written[0], platform_vgpu=override)
-    except (StateError, ShapeError) as err:
-        _fail(describe(err, written, objects))
-    except (RecursionError, ArithmeticError) as err:  # never a traceback: exit 1 would read as "refused"
-        _fail(f"cannot read the input: {type(err).__name__}: {err}")
-    except ValueError as err:
-        # The GPUClass CRD (as `gpuclass validate` reports it); its module is
-        # loaded once it has raised, so the import costs nothing here.
-        from cozyrender.gpuclass.validation import CRDError, RuleCompileError
-
-        if not isinstance(err, (CRDError, RuleCompileError)):
-            _fail(f"cannot read the input: {err}")  # never a traceback: exit 1 would read as "refused"
-        _fail(f"the GPUClass CRD cannot be used: {err}")
+        else:
+            written = parse_documents(read_text(write_file), source_name(write_file))
+            loaded.append(written)
+            if len(written) != 1:
+                raise StateError(f"{source_name(write_file)}: holds {len(written)} objects; "
+                                 "--write takes exactly one")
+            _require_state(objects, written[0])
+            decision = check_write(state, written[0], platform_vgpu=override)
+    say_what_was_read(objects)
+    if write_file is None:
+        _print_audit(findings, output)
+        sys.exit(EXIT_REFUSED if any(f.severity == ERROR for f in findings) else EXIT_OK)
     if objects.excluded:
         from cozyrender.budgets import Decision
 
         note = (f"{', '.join(objects.excluded)} is also in --state: the state's copy is ignored "
                 "and the write is checked against the rest of the state")
         decision = Decision(decision.reasons, (note, *decision.warnings))
-    say_what_was_read(objects)
     if output in ("json", "yaml"):
         emit(decision.as_dict(), output)
     elif output == "text":
@@ -120,6 +107,21 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
         if rows:
             click.echo(render(WRITE_COLUMNS, rows, wide=output == "wide"), nl=False)
     sys.exit(EXIT_OK if decision.allowed else EXIT_REFUSED)
+
+
+def _require_state(objects, write: dict | None) -> None:
+    """A state with no Tenant or no Namespace is bad input, not an answer: an
+    audit over it is green for want of anything to check, and a write checked
+    against it is admitted for want of a budget (a cluster always has both:
+    every tenant's Namespace is made by its parent's release, and a tenant
+    namespace's vGPU label is part of the entitlement). The one write
+    checked without them is a GPUClass, which is checked against the
+    classes alone."""
+    if write is not None and write.get("kind") == "GPUClass":
+        return
+    what = "an audit checks" if write is None else "a write is checked against"
+    require_kinds(objects, "Tenant", "Namespace", why=f"{what} the tenants' budgets and the Namespaces' "
+                  f"vGPU labels ({STATE_KUBECTL})")
 
 
 WRITE_COLUMNS = (Column("SEVERITY"), Column("FIELD"), Column("MESSAGE"))

@@ -17,7 +17,9 @@ import sys
 
 import click
 
-from cozyrender.commands import examples, fail, load_state, read_kubeconfig, require_kinds
+from cozyrender.commands import (
+    STATE_KUBECTL, examples, fail, load_state, read_kubeconfig, require_kinds, say_what_was_read, state_errors,
+)
 
 OUTPUTS = ("tree", "json", "html")
 
@@ -25,7 +27,7 @@ OUTPUTS = ("tree", "json", "html")
 @click.command("tree", context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(
     "cozyrender tree --state examples/budgets/state",
     "cozyrender tree --state live.json --tenant tenant-acme --class a100 --depth 1",
-    "kubectl get tenants,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses -A -o json | "
+    "kubectl get tenants,namespaces,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses -A -o json | "
     "cozyrender tree --state -",
     "cozyrender tree --state live.json -o html > pool-tree.html",
     "cozyrender tree --state live.json -o json | jq '.tenants[] | select(.keys[].overCommitted)'"))
@@ -53,8 +55,6 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], output: s
     left; over-commits with their cause, pool roots, GPU-only tenants and
     the vGPU entitlement along the chain."""
     from cozyrender.budgets import audit, index_state
-    from cozyrender.kube.shape import ShapeError
-    from cozyrender.state import Objects, StateError, describe
     from cozyrender.tree import TreeError, build_tree
 
     paths = state_paths + more_state
@@ -64,25 +64,22 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], output: s
     if paths and live:
         fail("give the state as files (--state) or from a cluster (--kubeconfig/--context), not both")
     override = None if platform_vgpu is None else platform_vgpu == "true"
-    objects = Objects()
-    try:
+    with state_errors() as loaded:
         objects = _live_objects(kubeconfig, kube_context) if live else load_state(paths)
-        if not live:  # a tree of nothing would look like a healthy empty cluster
-            require_kinds(objects, "Tenant", why="the tree shows the tenants' budgets "
-                          "(kubectl get tenants,namespaces,resourcequotas,pods,... -A -o yaml)")
+        loaded.append(objects)
         gc.freeze()  # as check does: the loaded objects live until exit
-        state = index_state(objects)
+        state = index_state(objects)  # a malformed object first: the more precise error
+        if not live:  # a tree of nothing would look like a healthy empty cluster
+            require_kinds(objects, "Tenant", "Namespace", why="the tree shows the tenants' budgets and "
+                          f"the Namespaces' vGPU labels ({STATE_KUBECTL})")
         findings = audit(state)
-        tree = build_tree(state, findings, tenant=tenant, gpu_class=gpu_class, depth=depth,
-                          platform_vgpu=override)
-    except TreeError as err:
-        fail(str(err))
-    except (StateError, ShapeError) as err:
-        fail(describe(err, objects))
-    except (RecursionError, ArithmeticError) as err:
-        fail(f"cannot read the input: {type(err).__name__}: {err}")
-    except ValueError as err:
-        fail(f"cannot read the input: {err}")
+        try:
+            tree = build_tree(state, findings, tenant=tenant, gpu_class=gpu_class, depth=depth,
+                              platform_vgpu=override)
+        except TreeError as err:
+            fail(str(err))
+    if not live:
+        say_what_was_read(objects)
     _print(tree, output, tenant)
 
 
