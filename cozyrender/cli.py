@@ -89,7 +89,7 @@ def group():
             if target is None:
                 return None
             module_name, attr = target.split(":")
-            return getattr(importlib.import_module(module_name), attr)
+            return _guarded(getattr(importlib.import_module(module_name), attr))
 
         def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
             rows = [(name, SUMMARIES.get(name, "")) for name in self.list_commands(ctx)]
@@ -115,6 +115,52 @@ def group():
     return cozyrender
 
 
+def _guarded(command):
+    """`command` (and a group's commands) with the one failure no reader can
+    bound in advance said in the commands' words: input nested past Python's
+    stack (a values file, a HelmRelease's values, an object's unknown field
+    of hundreds of levels) is bad input in one line, never a traceback. Each
+    command wraps its callback once; the error is raised inside the command's
+    context, so it is named `cozyrender <command>`."""
+    import functools
+
+    import click
+
+    if getattr(command, "_cozyrender_guarded", False):
+        return command
+    command._cozyrender_guarded = True
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _guarded(sub)
+        return command
+    callback = command.callback
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        from cozyrender.commands import fail
+
+        try:
+            return callback(*args, **kwargs)
+        except RecursionError:
+            fail("the input is nested too deeply to read (hundreds of levels: no Kubernetes object, "
+                 "HelmRelease or values file nests so deep)")
+
+    command.callback = run
+    return command
+
+
+def _shorten(message: str, longest: int = 80) -> str:
+    """`message` with every quoted value longer than `longest` characters cut
+    (`commands.shown`): a usage error echoes what was typed."""
+    import re
+
+    def cut(match: "re.Match[str]") -> str:
+        value = match.group(1)
+        return f"'{value[:20]}…{value[-8:]}' ({len(value)} characters)"
+
+    return re.sub(r"'([^']{%d,})'" % (longest + 1), cut, message)
+
+
 def _click_main(args: list[str]) -> None:
     import click
 
@@ -129,7 +175,7 @@ def _click_main(args: list[str]) -> None:
         sys.exit(0)
     except click.UsageError as err:
         command = command_name(err.ctx)
-        message = err.format_message().rstrip(".")
+        message = _shorten(err.format_message()).rstrip(".")
         message = message[:1].lower() + message[1:]
         click.echo(format_error(f"{message} (see '{command} --help')", command), err=True)
         sys.exit(err.exit_code)

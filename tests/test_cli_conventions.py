@@ -324,3 +324,53 @@ def test_state_errors_name_the_file_of_the_object():
                 loaded.append(objects)
                 raise ShapeError("Pod ?: metadata is required", bad)
     assert caught.value.format_message() == "pods.yaml: Pod ?: metadata is required"
+
+
+# ---------------------------------------------------------------- nesting past Python's stack
+
+def _nested(depth: int) -> object:
+    value: object = 0
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_helmrelease_with_values_hundreds_of_levels_deep_is_one_line(tmp_path):
+    """Found by review after issue 19: `flux --helmrelease` walked inline
+    values of 500 levels into a 2,000-line RecursionError."""
+    hr = {"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+          "metadata": {"name": "tenant-a", "namespace": "tenant-root"},
+          "spec": {"chart": {"spec": {"chart": "charts/tenant", "sourceRef": {"kind": "GitRepository",
+                                                                                "name": "cozystack"}}},
+                   "values": {"deep": _nested(500)}}}
+    (tmp_path / "hr.yaml").write_text(json.dumps(hr))
+    err = one_error_line(cozy("flux", "--helmrelease", tmp_path / "hr.yaml", "--chart-dir", ROOT), "flux")
+    assert f"{tmp_path / 'hr.yaml'}: " in err and "nested too deeply" in err
+
+
+def test_values_hundreds_of_levels_deep_are_one_line_naming_the_file(tmp_path):
+    (tmp_path / "values.yaml").write_text("a: " + "[" * 990 + "0" + "]" * 990 + "\n")
+    for command in ("template", "flux"):
+        err = one_error_line(cozy(command, "tenant-a", "tenant", "-n", "tenant-root", "-f", tmp_path / "values.yaml"),
+                             command)
+        assert err.endswith(f"failed to parse {tmp_path / 'values.yaml'}: nested too deeply\n"), err
+    err = one_error_line(cozy("template", "tenant-a", "tenant", "-n", "tenant-root",
+                              "--set-json", "x=" + "[" * 3000 + "0" + "]" * 3000), "template")
+    assert "nested too deeply" in err
+
+
+def test_a_long_typed_value_is_shortened_in_a_usage_error():
+    err = one_error_line(cozy("tree", "--state", ROOT / "examples" / "budgets" / "state", "--depth", "9" * 5000), "tree")
+    assert "(5000 characters)" in err and len(err) < 300, err
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("--listen", "127.0.0.1:" + "9" * 5000, "--listen 127.0.0.1:9999999999…99999999 (5010 characters): expected HOST:PORT"),
+    ("--reservation-ttl", "9" * 5000, "is not a number of seconds from 1 to 3600"),
+    ("--reservation-ttl", "nan", "'nan' is not a number of seconds from 1 to 3600"),
+    ("--reservation-ttl", "5000", "'5000' is not a number of seconds from 1 to 3600"),
+])
+def test_webhook_numbers_in_its_own_words(flag, value, says, tmp_path):
+    err = one_error_line(cozy("webhook", "--tls-cert", tmp_path / "c", "--tls-key", tmp_path / "k", flag, value),
+                         "webhook")
+    assert says in err and "inf" not in err and "digits" not in err and len(err) < 300, err

@@ -21,15 +21,18 @@ def _run(*args: str, stdin=None, data: bytes | None = None, cwd=None) -> subproc
     return subprocess.run([str(LAUNCHER), *args], capture_output=True, env=ENV, timeout=120, cwd=cwd, **extra)
 
 
-@pytest.mark.parametrize(("args", "code"), [(["post-render"], 1), (["check", "--state", "-"], 2), ([], 2)])
-def test_standard_input_a_folder_is_one_line(args, code, tmp_path):
+@pytest.mark.parametrize(("args", "code", "name"), [
+    (["post-render"], 1, "cozyrender post-render"), (["check", "--state", "-"], 2, "cozyrender check"),
+    ([], 2, "cozyrender"), (["gpuclass", "validate", "-"], 2, "cozyrender gpuclass validate"),
+    (["chart", "docs", "charts/tenant"], 2, "cozyrender chart docs"), (["gpuclass", "--help"], 2, "cozyrender gpuclass"),
+])
+def test_standard_input_a_folder_is_one_line(args, code, name, tmp_path):
     folder = os.open(tmp_path, os.O_RDONLY)
     try:
         result = _run(*args, stdin=folder)
     finally:
         os.close(folder)
     err = result.stderr.decode()
-    name = " ".join(["cozyrender", *args[:1]])
     assert result.returncode == code and result.stdout == b""
     assert err.count("\n") == 1 and err.startswith(f"{name}: error: standard input is a folder"), err
     assert "Fatal Python error" not in err

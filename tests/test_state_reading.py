@@ -131,3 +131,14 @@ def test_an_empty_catalog_state_is_bad_input(tmp_path):
     (tmp_path / "empty.yaml").write_text("")
     code, out, err = cozy("catalog", "--state", tmp_path)
     assert code == 2 and out == "" and "the state holds no object (1 file read" in err
+
+
+def test_an_empty_folder_given_beside_a_state_is_named(tmp_path):
+    """Found by review: `check --state state --state empty/` read nothing from
+    empty/ without a word (a mistyped folder is not silently nothing)."""
+    (tmp_path / "empty").mkdir()
+    code, out, err = cozy("check", "--state", ROOT / "examples" / "budgets" / "state", "--state", tmp_path / "empty")
+    assert code == 0, err
+    assert err.splitlines()[0] == f"cozyrender check: warning: skipped {tmp_path / 'empty'}/: an empty folder"
+    code, out, err = cozy("catalog", "--state", ROOT / "examples" / "cluster", "--state", tmp_path / "empty")
+    assert code == 0 and f"skipped {tmp_path / 'empty'}/: an empty folder" in err

@@ -39,6 +39,11 @@ CASES = {
     "overcommit": [OVERCOMMIT],
     "overcommit-acme-depth-1": [OVERCOMMIT, "--tenant", "tenant-acme", "--depth", "1"],
     "overcommit-platform-off": [OVERCOMMIT, "--platform-vgpu", "false", "--tenant", "tenant-acme-ml"],
+    # Issue 19 item 9: the table/wide columns check and catalog print.
+    "example-table": [EXAMPLE, "-o", "table"],
+    "overcommit-table": [OVERCOMMIT, "-o", "table"],
+    "overcommit-wide": [OVERCOMMIT, "-o", "wide"],
+    "overcommit-wide-class-a100": [OVERCOMMIT, "-o", "wide", "--class", "a100"],
 }
 
 
@@ -55,6 +60,25 @@ def test_golden_terminal_output(name):
     if os.environ.get("COZYRENDER_UPDATE_GOLDEN"):
         path.write_text(text)
     assert text == path.read_text()
+
+
+def test_table_rows_are_the_json_figures():
+    """-o table and -o wide lay out the JSON's figures, row for row: one row
+    per key, one for a tenant declaring none; wide only adds columns."""
+    data = json.loads(tree("--state", OVERCOMMIT, "-o", "json").stdout)
+    table = tree("--state", OVERCOMMIT, "-o", "table").stdout.decode().splitlines()
+    wide = tree("--state", OVERCOMMIT, "-o", "wide").stdout.decode().splitlines()
+    expected = []  # (namespace, key, budget, used, carved out, left) per row
+    for node in data["tenants"]:
+        expected += [(node["namespace"], key["key"], *(str(key[name]) for name in ("budget", "used", "carvedOut", "left")))
+                     for key in node["keys"]] or [(node["namespace"], "-", "-", "-", "-", "-")]
+    rows = [line.split() for line in table[1:]]
+    assert len(rows) == len(expected) == len(wide) - 1
+    assert [(row[0], *row[2:7]) for row in rows] == expected
+    assert table[0].split() == ["NAMESPACE", "TENANT", "KEY", "BUDGET", "USED", "CARVED", "OUT", "LEFT", "STATUS"]
+    assert wide[0].startswith(table[0]) and "LIMIT ABOVE" in wide[0]
+    over = [row for row in rows if "OVER" in row]
+    assert len(over) == data["summary"]["overCommitted"] > 0
 
 
 def test_the_example_agrees_with_check():

@@ -89,9 +89,12 @@ def _param_rows(command, ctx) -> list[tuple[str, str, str, str]]:
         if param.multiple:
             value += ", repeatable"
         default = ""
-        if param.show_default or (param.default not in (None, False, (), []) and not param.is_flag):
-            if not callable(param.default) and param.default not in (None, (), []):
-                default = f"`{param.default}`"
+        # to_info_dict: the default as click documents it (None where none is
+        # set; `param.default` is click's internal UNSET marker there).
+        given = param.to_info_dict().get("default")
+        if param.show_default or (given not in (None, False, (), []) and not param.is_flag):
+            if not callable(given) and given not in (None, (), []):
+                default = f"`{given}`"
         rows.append((names, value, default, _cell(param.help or "")))
     return rows
 
@@ -128,7 +131,7 @@ def cli_page() -> str:
         for param in command.get_params(sub_ctx):
             if "--output" in getattr(param, "opts", ()) and isinstance(param.type, click.Choice):
                 choices = ", ".join(f"`{c}`" for c in param.type.choices)
-                out.append(f"| `{' '.join(path)}` | {choices} | `{param.default}` |")
+                out.append(f"| `{' '.join(path)}` | {choices} | `{param.to_info_dict().get('default')}` |")
     out.append("")
     for path, command, sub_ctx in entries:
         name = " ".join(path)

@@ -40,6 +40,7 @@ STDIN = "-"
 STDIN_NAME = "<stdin>"
 EXIT_BAD_INPUT = 2
 STATE_SUFFIXES = (".yaml", ".yml", ".json")
+EMPTY_FOLDER = "an empty folder"
 OUTPUTS = ("table", "wide", "json", "yaml")
 
 
@@ -76,6 +77,14 @@ def warn(message: str, command: str | None = None) -> None:
     """`cozyrender <command>: warning: ...` on stderr (a leading `warning:` is not repeated)."""
     text = _strip_label(message, "warning")
     click.echo(f"{command or command_name()}: warning: {text}", err=True)
+
+
+def shown(value: str, longest: int = 80) -> str:
+    """`value` as a message quotes what was typed: whole when short, else cut
+    to its ends with its length (a 5,000-digit number is not a 5 kB line)."""
+    if len(value) <= longest:
+        return value
+    return f"{value[:20]}…{value[-8:]} ({len(value)} characters)"
 
 
 class CommandError(click.ClickException):
@@ -174,7 +183,8 @@ def expand_paths(paths: Iterable[str | os.PathLike], suffixes: Sequence[str] = S
     """Files as given, `-` as given, folders replaced by the files below them
     whose names end in `suffixes` in any letter case (`tenants.YAML`), in name
     order; names starting with `.` (`.gitkeep`, `.git/`) are skipped. Each
-    file or folder skipped is added to `skipped` with why, when given. A path
+    file or folder skipped is added to `skipped` with why, when given, and
+    so is a folder given that holds no file at all. A path
     that does not exist is an error."""
     wanted = tuple(suffix.lower() for suffix in suffixes)
     out: list[str] = []
@@ -184,6 +194,7 @@ def expand_paths(paths: Iterable[str | os.PathLike], suffixes: Sequence[str] = S
         if text == STDIN or path.is_file():
             out.append(text)
         elif path.is_dir():
+            before = (len(out), len(skipped) if skipped is not None else 0)
             for root, folders, files in os.walk(path):
                 hidden = sorted(name for name in folders if name.startswith("."))
                 folders[:] = sorted(name for name in folders if not name.startswith("."))
@@ -200,6 +211,8 @@ def expand_paths(paths: Iterable[str | os.PathLike], suffixes: Sequence[str] = S
                         continue
                     if skipped is not None:
                         skipped.append((full, why))
+            if skipped is not None and (len(out), len(skipped)) == before:
+                skipped.append((text.rstrip("/") + "/", EMPTY_FOLDER))  # given, and nothing read from it
         else:
             fail(f"{text}: no such file or folder")
     return out
@@ -223,7 +236,8 @@ def load_state(paths: Iterable[str], exclude: Iterable[str] = ()):
     skipped: list[tuple[str, str]] = []
     files = expand_paths(paths, skipped=skipped)
     for path, why in skipped:
-        warn(f"skipped {path}: {why}")
+        if why != EMPTY_FOLDER or files:  # with nothing read at all, the error says it (require_kinds)
+            warn(f"skipped {path}: {why}")
     objects.read = []
     objects.given = [source_name(path) for path in paths]
     for path in files:

@@ -1,5 +1,5 @@
 """Aligned columns for people: the one formatter behind every command's
-`-o table` and `-o wide` (`check`, `catalog`, and `tree` to come).
+`-o table` and `-o wide` (`check`, `catalog` and `tree`).
 
 The rule: a table is a header row and one row per item, columns three spaces
 apart as kubectl prints them, numbers right-aligned, no trailing spaces; the

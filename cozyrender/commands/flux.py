@@ -151,6 +151,8 @@ def _derive(release, namespace, chart, stream, checkout, values, quiet: bool = F
         derived = flux.derive(raw)
     except flux.FluxError as err:
         fail(str(err))
+    except RecursionError:  # the HelmRelease's inline values, hundreds of levels deep
+        fail(f"{stream.path if stream is not None else 'the values'}: nested too deeply to read (hundreds of levels)")
     for warning in derived.warnings:
         warn(f"post-render: {warning}")
     hr = target.helmrelease
@@ -160,6 +162,8 @@ def _derive(release, namespace, chart, stream, checkout, values, quiet: bool = F
         written = flux.write_entry(hr, derived.post_renderers)
     except flux.FluxError as err:
         fail(str(err))
+    except RecursionError:  # the file's own values, hundreds of levels deep (-f files are bounded in render)
+        fail(f"{hr.path}: {hr.label()}: nested too deeply to read (hundreds of levels)")
     for warning in written.warnings:
         warn(warning)
     return hr, written, len(derived.patches), derived

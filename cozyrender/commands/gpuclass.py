@@ -76,8 +76,9 @@ def validate(files: tuple[str, ...], old_files: tuple[str, ...], crd_path: str |
 
     Exit 0 when all are valid, 1 when one is invalid, 2 on unreadable input.
     """
-    from cozyrender.kube.cel.environment import RuleCompileError
     from cozyrender.gpuclass.validation import CRD_PATH, CRDError, load_validator
+    from cozyrender.kube.cel.environment import RuleCompileError
+    from cozyrender.kube.shape import ShapeError
 
     try:
         if crd_path == "-":  # the validator is compiled from a file: stdin goes through one
@@ -100,12 +101,15 @@ def validate(files: tuple[str, ...], old_files: tuple[str, ...], crd_path: str |
     except (CRDError, RuleCompileError) as err:
         fail(str(err))
     classes = _classes(files)
-    old_by_name = {name: obj for _, name, obj in _classes(old_files)} if old_files else {}
+    old_by_name = {name: (source, obj) for source, name, obj in _classes(old_files)} if old_files else {}
     invalid = 0
     items = []
     for source, name, obj in classes:
-        old = old_by_name.get(name) if name else None
-        result = validator.validate(obj, old)
+        old_source, old = old_by_name.get(name, (None, None)) if name else (None, None)
+        try:
+            result = validator.validate(obj, old)
+        except ShapeError as err:  # an object the API server's decoder would refuse, named with its file
+            fail(f"{old_source if err.obj is old and old is not None else source}: {err}")
         invalid += not result.ok
         items.append({
             "name": name or None, "source": source, "action": "update" if old is not None else "create",

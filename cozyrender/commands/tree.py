@@ -1,7 +1,7 @@
 """`cozyrender tree`: the pool tree of a state: budgets, carve-outs,
 reservations and headroom per tenant and key.
 
-    cozyrender tree --state PATH... [-o tree|json|html] [--tenant NAME] [--class C] [--depth N]
+    cozyrender tree --state PATH... [-o tree|table|wide|json|html] [--tenant NAME] [--class C] [--depth N]
 
 Reads the state exactly as `check` does (files, folders, `-`), indexes it
 and audits it with the same library calls, and lays the result out
@@ -21,12 +21,13 @@ from cozyrender.commands import (
     STATE_KUBECTL, examples, fail, load_state, read_kubeconfig, require_kinds, say_what_was_read, state_errors,
 )
 
-OUTPUTS = ("tree", "json", "html")
+OUTPUTS = ("tree", "table", "wide", "json", "html")
 
 
 @click.command("tree", context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(
     "cozyrender tree --state examples/budgets/state",
     "cozyrender tree --state live.json --tenant tenant-acme --class a100 --depth 1",
+    "cozyrender tree --state live.json -o wide | grep OVER     # one row per tenant and key",
     "kubectl get tenants,namespaces,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses -A -o json | "
     "cozyrender tree --state -",
     "cozyrender tree --state live.json -o html > pool-tree.html",
@@ -36,7 +37,9 @@ OUTPUTS = ("tree", "json", "html")
                    "'-' for standard input; repeatable.")
 @click.argument("more_state", nargs=-1, metavar="[PATH]...")
 @click.option("-o", "--output", type=click.Choice(OUTPUTS), default="tree", show_default=True,
-              help="tree for people (colour on a terminal), json for scripts, html for a self-contained page.")
+              help="tree for people (colour on a terminal), table for one row per tenant and key "
+                   "(wide: with what holds it, charges, the limit above and vGPU), json for scripts, "
+                   "html for a self-contained page.")
 @click.option("--tenant", metavar="NAME",
               help="Show only this tenant's subtree: a namespace (tenant-acme-ml) or a Tenant's name when unique.")
 @click.option("--class", "gpu_class", metavar="CLASS",
@@ -90,6 +93,10 @@ def _print(tree, output: str, tenant: str | None) -> None:
         from cozyrender.tree.jsonout import tree_data
 
         click.echo(json.dumps(tree_data(tree, tenant), indent=2))
+    elif output in ("table", "wide"):
+        from cozyrender.tree.table import render_table
+
+        click.echo(render_table(tree, wide=output == "wide"), nl=False)
     elif output == "html":
         from cozyrender.tree.html import render_html
 

@@ -11,20 +11,42 @@ flight are answered). A thin shell over `cozyrender.webhook`.
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 
 import click
 
-from cozyrender.commands import examples, fail, read_bytes, read_kubeconfig
+from cozyrender.commands import examples, fail, read_bytes, read_kubeconfig, shown
 
 DEFAULT_NAMESPACE = "cozyrender-system"
 
 
+class Seconds(click.ParamType):
+    """A number of seconds from `low` to `high`, said in these words whatever
+    was typed (a number too long for a float is not `inf`, 5000 is not `5000.0`)."""
+
+    name = "seconds"
+
+    def __init__(self, low: float, high: float) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not (math.isfinite(number) and self.low <= number <= self.high):
+            self.fail(f"{shown(str(value))!r} is not a number of seconds from {self.low:g} to {self.high:g}",
+                      param, ctx)
+        return number
+
+
 def _address(listen: str) -> tuple[str, int]:
     host, sep, port = listen.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        fail(f"--listen {listen}: expected HOST:PORT, e.g. 0.0.0.0:8443")
+    # At most five digits before converting: a port of 5,000 digits is refused in these words too.
+    if not sep or not port.isdigit() or len(port) > 5 or not 0 <= int(port) <= 65535:
+        fail(f"--listen {shown(listen)}: expected HOST:PORT, e.g. 0.0.0.0:8443")
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
@@ -42,8 +64,8 @@ def _address(listen: str) -> tuple[str, int]:
               help="The webhook's namespace, where the ledger ConfigMap is.")
 @click.option("--ledger", default="cozyrender-reservations", show_default=True, metavar="NAME",
               help="The reservation ledger ConfigMap.")
-@click.option("--reservation-ttl", type=click.FloatRange(1, 3600), default=60, show_default=True, metavar="SECONDS",
-              help="How long a reservation holds when no watch sees its object.")
+@click.option("--reservation-ttl", type=Seconds(1, 3600), default=60, show_default=True, metavar="SECONDS",
+              help="How long a reservation holds when no watch sees its object (1 to 3600).")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the cluster says.")
 @click.option("--flux-injection", is_flag=True,

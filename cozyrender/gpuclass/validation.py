@@ -35,7 +35,7 @@ from cozyrender.kube.cel.types import DeclType, decl_type, escape
 from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, prune
 from cozyrender.kube.names import SUBDOMAIN_MESSAGE, is_dns1123_subdomain
 from cozyrender.kube.shape import join as join_path
-from cozyrender.kube.shape import mapping
+from cozyrender.kube.shape import ShapeError, mapping
 from cozyrender.resources import crd_path
 
 # The shipped CRD: the wheel's package data, or the checkout's file (cozyrender.resources).
@@ -182,12 +182,8 @@ class CRDValidator:
         for given in (obj, old):
             if given is not None:
                 mapping(given, "metadata", given)
-        new_object, pruned_paths = prune(obj, self.schema)
-        apply_defaults(new_object, self.schema)
-        old_object = None
-        if old is not None:
-            old_object, _ = prune(old, self.schema)
-            apply_defaults(old_object, self.schema)
+        new_object, pruned_paths = _pruned(obj, self.schema)
+        old_object = None if old is None else _pruned(old, self.schema)[0]
         result = ValidationResult(object=new_object, pruned=pruned_paths)
         result.violations.extend(self._identity_errors(new_object, old_object))
         schema_errors = self._schema_validator.errors(new_object)
@@ -292,6 +288,20 @@ def load_validator(path: str | Path = CRD_PATH) -> CRDValidator:
     except OSError as err:
         raise CRDError(f"{resolved}: cannot read: {err}") from None
     return _validator_for(str(resolved), mtime)
+
+
+def _pruned(obj: Mapping, schema) -> tuple[dict, list[str]]:
+    """`obj` pruned of unknown fields and defaulted, as the API server stores
+    it; ShapeError naming the object when it nests past Python's stack (an
+    unknown field hundreds of levels deep: bounded here, in words)."""
+    try:
+        pruned, paths = prune(obj, schema)
+        apply_defaults(pruned, schema)
+    except RecursionError:
+        name = obj.get("metadata", {}).get("name") if isinstance(obj.get("metadata"), Mapping) else None
+        raise ShapeError(f"{obj.get('kind') or 'object'} {name or '<unnamed>'}: nested too deeply to validate "
+                         "(hundreds of levels)", obj) from None
+    return pruned, paths
 
 
 def validate_gpuclass(obj: Mapping, old: Mapping | None = None, crd_path: str | Path = CRD_PATH) -> ValidationResult:

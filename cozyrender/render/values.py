@@ -71,9 +71,11 @@ def load_values(
             raise RenderError(f"failed to parse {path}: {yaml_problem(err)}") from None
         try:
             layer = helm.values_from_yaml(text) if text.strip() else {}
+            values = merge_values(values, layer or {})
         except helm.HelmError as err:
             raise RenderError(f"failed to parse {path}: {_message(err)}") from None
-        values = merge_values(values, layer or {})
+        except RecursionError:  # hundreds of levels: past Python's stack, so past any chart's values
+            raise RenderError(f"failed to parse {path}: nested too deeply") from None
     for layer in inline:
         values = merge_values(values, layer)
     for expression in set_json:
