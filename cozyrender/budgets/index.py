@@ -573,7 +573,11 @@ def object_identity(obj: Mapping) -> tuple | None:
         raise ShapeError.at(obj, "metadata.namespace", f"is not a string (got {got(namespace)})")
     if api_version is not None and type(api_version) is not str:
         raise ShapeError.at(obj, "apiVersion", f"is not a string (got {got(api_version)})")
-    return identity_of(obj, identity_group(obj))
+    if kind == "GPUClass":  # the classes' own group rule (any cozystack.io version)
+        return identity_of(obj, identity_group(obj))
+    # identity_of's answer, from the fields checked above (a third of indexing's time was here)
+    group = api_version.rpartition("/")[0] if api_version else ""
+    return (group, kind, None if kind in CLUSTER_SCOPED else namespace, name)
 
 
 def classify(obj: Mapping, identity: tuple | None = None) -> Indexed | None:

@@ -146,27 +146,93 @@ class _Irregular(Exception):
     """A pod the fast path does not read: a field of another type than the API writes."""
 
 
+def _items(value: object) -> tuple | None:
+    """A map of quantities as a hashable tuple (None when absent)."""
+    if value is None:
+        return None
+    if type(value) is not dict:
+        raise _Irregular
+    return tuple(value.items())
+
+
 def _resources(container: object) -> tuple:
     if type(container) is not dict:
         raise _Irregular
+    name = container.get("name")
+    if name is not None and type(name) is not str:
+        raise _Irregular
     resources = container.get("resources")
     if resources is None:
-        return _NO_RESOURCES
+        return (name, (), ())
     if type(resources) is not dict:
         raise _Irregular
-    limits, requests = resources.get("limits"), resources.get("requests")
-    if (limits is not None and type(limits) is not dict) or (requests is not None and type(requests) is not dict):
+    limits, requests = _items(resources.get("limits")), _items(resources.get("requests"))
+    return (name, limits or (), requests or ())
+
+
+def _init_container(container: object) -> tuple:
+    resources = _resources(container)  # first: it checks that the container is a map
+    return (container.get("restartPolicy"), resources)  # type: ignore[union-attr]
+
+
+def _status_entry(entry: object) -> tuple:
+    """(name, reported limits, reported requests, allocated) of a container
+    status, each None when absent (the rule matches statuses to containers
+    by name, and skips an entry without one)."""
+    if type(entry) is not dict:
         raise _Irregular
-    return (tuple(limits.items()) if limits else (), tuple(requests.items()) if requests else ())
+    name = entry.get("name")
+    if name is not None and type(name) is not str:
+        raise _Irregular
+    resources = entry.get("resources")
+    if resources is not None and type(resources) is not dict:
+        raise _Irregular
+    limits = _items(resources.get("limits")) if resources else None
+    requests = _items(resources.get("requests")) if resources else None
+    return (name, limits, requests, _items(entry.get("allocatedResources")))
 
 
-_NO_RESOURCES: tuple = ((), ())
+_STATUS_LISTS = ("containerStatuses", "initContainerStatuses")
+
+
+def _statuses(status: object) -> tuple[tuple, bool]:
+    """The container statuses the rule reads (in-place resize), one tuple per
+    list of `_STATUS_LISTS` (entries in place, so an error names the right
+    one), and whether a resize is Infeasible (the first PodResizePending
+    condition says so)."""
+    if status is None:
+        return ((), ()), False
+    if type(status) is not dict:
+        raise _Irregular
+    lists = []
+    for key in _STATUS_LISTS:
+        listed = status.get(key)
+        if listed is not None and type(listed) is not list:
+            raise _Irregular
+        lists.append(tuple(map(_status_entry, listed)) if listed else ())
+    conditions = status.get("conditions")
+    if not any(lists) or conditions is None:
+        return tuple(lists), False
+    if type(conditions) is not list:
+        raise _Irregular
+    for condition in conditions:
+        if type(condition) is not dict or type(condition.get("type")) not in (str, type(None)):
+            raise _Irregular
+        if condition.get("type") == "PodResizePending":
+            reason = condition.get("reason")
+            if reason is not None and type(reason) is not str:
+                raise _Irregular
+            return tuple(lists), reason == "Infeasible"
+    return tuple(lists), False
 
 
 def _shape(pod: Mapping) -> tuple | None:
-    """Everything the effective-resource rule reads from a pod; None for a pod
-    whose fields are not the types the API writes (the caller reads it field
-    by field, which names the wrong field)."""
+    """Everything the effective-resource rule (`cozyrender.kube.pods`) reads
+    from a pod: its containers (names, resources, restart policies), overhead,
+    pod-level `spec.resources`, and the container statuses and resize
+    condition of in-place resize; None for a pod whose fields are not the
+    types the API writes (the caller reads it field by field, which names
+    the wrong field)."""
     spec = pod.get("spec")
     if spec is None:
         return _NO_SHAPE
@@ -178,39 +244,64 @@ def _shape(pod: Mapping) -> tuple | None:
     ) or (type(overhead) is not dict and overhead is not None):
         return None
     try:
+        pod_level = spec.get("resources")
+        if pod_level is not None:
+            if type(pod_level) is not dict:
+                return None
+            pod_level = (_items(pod_level.get("limits")) or (), _items(pod_level.get("requests")) or ())
+        statuses, infeasible = _statuses(pod.get("status"))
         shape = (
             tuple([_resources(c) for c in containers]) if containers else (),
             tuple([_init_container(c) for c in init_containers]) if init_containers else (),
             tuple(overhead.items()) if overhead else (),
+            pod_level,
+            statuses,
+            infeasible,
         )
     except _Irregular:
         return None
     return shape
 
 
-def _init_container(container: object) -> tuple:
-    resources = _resources(container)  # first: it checks that the container is a map
-    return (container.get("restartPolicy"), resources)  # type: ignore[union-attr]
-
-
-_NO_SHAPE: tuple = ((), (), ())
+_NO_SHAPE: tuple = ((), (), (), None, ((), ()), False)
 
 
 def _pod_of(shape: tuple) -> dict:
-    containers, init_containers, overhead = shape
+    """A pod with exactly the fields of `shape`: what the rule computes from."""
+    containers, init_containers, overhead, pod_level, statuses, infeasible = shape
 
     def container(resources: tuple, restart_policy: str | None = None) -> dict:
-        limits, requests = resources
-        built = {"resources": {"limits": dict(limits), "requests": dict(requests)}}
+        name, limits, requests = resources
+        built: dict = {"resources": {"limits": dict(limits), "requests": dict(requests)}}
+        if name is not None:
+            built["name"] = name
         if restart_policy is not None:
             built["restartPolicy"] = restart_policy
         return built
 
-    return {"spec": {
+    def status(entry: tuple) -> dict:
+        name, limits, requests, allocated = entry
+        built: dict = {} if name is None else {"name": name}
+        reported = {side: dict(values) for side, values in (("limits", limits), ("requests", requests))
+                    if values is not None}
+        if reported:
+            built["resources"] = reported
+        if allocated is not None:
+            built["allocatedResources"] = dict(allocated)
+        return built
+
+    spec: dict = {
         "containers": [container(c) for c in containers],
         "initContainers": [container(r, p) for p, r in init_containers],
         "overhead": dict(overhead),
-    }}
+    }
+    if pod_level is not None:
+        spec["resources"] = {"limits": dict(pod_level[0]), "requests": dict(pod_level[1])}
+    pod: dict = {"spec": spec}
+    if any(statuses):
+        pod["status"] = {key: [status(entry) for entry in entries] for key, entries in zip(_STATUS_LISTS, statuses)}
+        pod["status"]["conditions"] = [{"type": "PodResizePending", "reason": "Infeasible"}] if infeasible else []
+    return pod
 
 
 def check_pod_numbers(pod: Mapping) -> None:
@@ -236,6 +327,26 @@ def check_pod_numbers(pod: Mapping) -> None:
     overhead = spec.get("overhead")
     if type(overhead) is dict:
         check_resources(overhead, pod, "spec.overhead")
+    _check_sides(spec.get("resources"), pod, "spec.resources")
+    status = pod.get("status")
+    for field in ("containerStatuses", "initContainerStatuses"):
+        entries = status.get(field) if type(status) is dict else None
+        if type(entries) is not list:
+            continue
+        for index, entry in enumerate(entries):
+            if type(entry) is not dict:
+                continue
+            _check_sides(entry.get("resources"), pod, f"status.{field}[{index}].resources")
+            if type(entry.get("allocatedResources")) is dict:
+                check_resources(entry["allocatedResources"], pod, f"status.{field}[{index}].allocatedResources")
+
+
+def _check_sides(resources: object, pod: Mapping, at: str) -> None:
+    if type(resources) is not dict:
+        return
+    for side in ("limits", "requests"):
+        if type(resources.get(side)) is dict:
+            check_resources(resources[side], pod, f"{at}.{side}")
 
 
 def _figures_of(pod: Mapping) -> Usage:
