@@ -105,6 +105,13 @@ def generate_state(seed: int = 4) -> list[dict]:
                "spec": {"containers": containers}, "status": {"phase": "Running" if rng.random() < 0.95 else "Succeeded"}}
         if rng.random() < 0.2:
             pod["spec"]["initContainers"] = [{"name": "init", "resources": {"limits": {"cpu": "3"}}}]
+        if pod["status"]["phase"] == "Running":
+            # What a 1.35 kubelet reports (in-place resize is GA): each container's
+            # running resources and what is allocated to it, which the rule reads.
+            pod["status"]["containerStatuses"] = [
+                {"name": c["name"], "ready": True, "restartCount": 0, "resources": c["resources"],
+                 "allocatedResources": c["resources"].get("requests") or c["resources"].get("limits") or {}}
+                for c in containers]
         objects.append(pod)
     for namespace, quotas in declared:  # the chart renders a ResourceQuota for ordinary keys
         if any(not key.endswith("gpuclass.cozystack.io/devices") for key in quotas):
