@@ -109,9 +109,10 @@ def generate_state(seed: int = 4) -> list[dict]:
             # What a 1.35 kubelet reports (in-place resize is GA): each container's
             # running resources and what is allocated to it, which the rule reads.
             pod["status"]["containerStatuses"] = [
-                {"name": c["name"], "ready": True, "restartCount": 0, "resources": c["resources"],
-                 "allocatedResources": c["resources"].get("requests") or c["resources"].get("limits") or {}}
-                for c in containers]
+                {"name": c["name"], "ready": True, "restartCount": 0,
+                 "resources": {side: dict(values) for side, values in c["resources"].items()},
+                 "allocatedResources": dict(c["resources"].get("requests") or c["resources"].get("limits") or {})}
+                for c in containers]  # copies: shared dicts would be YAML anchors, which kubectl never writes
         objects.append(pod)
     for namespace, quotas in declared:  # the chart renders a ResourceQuota for ordinary keys
         if any(not key.endswith("gpuclass.cozystack.io/devices") for key in quotas):
