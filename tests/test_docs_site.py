@@ -90,6 +90,15 @@ def test_the_generated_reference_is_current():
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr
 
 
+def test_the_readme_lists_every_output_format():
+    """Issue 19 item 9: the README lists every -o value each command takes,
+    the rows of the generated reference (read from the click options)."""
+    section = (DOCS / "reference" / "cli.md").read_text().split("## Output formats", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `cozyrender")]
+    readme = (DOCS.parent / "README.md").read_text()
+    assert len(rows) >= 6 and all(row in readme for row in rows), [row for row in rows if row not in readme]
+
+
 def test_the_reference_shows_no_python_internals():
     """Found by review: click's UNSET default marker was printed 33 times as
     `Sentinel.UNSET` in the options tables."""
