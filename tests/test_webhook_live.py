@@ -81,11 +81,26 @@ def webhook_metric(cluster, replica: int, name: str) -> float:
                if line.startswith(name) and not line.startswith("#"))
 
 
+def cached(cluster, kind: str) -> float:
+    """How many objects of `kind` the replica that has seen fewest holds."""
+    return min(webhook_metric(cluster, replica, f'cozyrender_webhook_cache_objects{{kind="{kind}"}}')
+               for replica in (0, 1))
+
+
+def wait_until_cached(cluster, kind: str, count: float, timeout: float = 20.0) -> None:
+    """Until both replicas' watches have seen `count` objects of `kind`."""
+    deadline = time.monotonic() + timeout
+    while cached(cluster, kind) < count:
+        assert time.monotonic() < deadline, f"the replicas' caches hold fewer than {count} {kind}"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("round_", range(3))
 def test_twenty_concurrent_creates_into_a_budget_of_ten_admit_exactly_ten(cluster, api, round_: int) -> None:
     rng = random.Random(round_)
+    tenants = cached(cluster, "Tenant")
     namespace = make_tenant(api, f"race{round_}", {A100: 10})
-    time.sleep(0.5)  # the replicas' watches see the tenant (a Tenant create is itself reserved in the ledger)
+    wait_until_cached(cluster, "Tenant", tenants + 1)  # the budget the race is about, seen by both replicas
     names = [f"vm{i}" for i in range(20)]
     rng.shuffle(names)
     delays = {name: rng.random() * 0.02 for name in names}
@@ -253,14 +268,19 @@ def test_two_tenants_racing_for_one_pool_are_not_both_admitted(cluster, api) -> 
 
 def test_read_state_gives_check_the_cluster_the_webhook_sees(cluster, api, tmp_path) -> None:
     """`read_state` (what `tree --kubeconfig` uses) lists what the webhook
-    watches; `cozyrender check` on it answers as the webhook answered."""
+    watches; `cozyrender check` on it answers as the webhook answered (once
+    both replicas' watches have seen the tenant and its VM: the file is read
+    after them, so the webhook must answer from the same state)."""
     from test_budgets_builders import run_check_json
 
     from cozyrender.kube.client import make_client, read_state
 
+    tenants, vms = cached(cluster, "Tenant"), cached(cluster, "VMInstance")
     namespace = make_tenant(api, "state", {A100: 3})
     status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "one", 2))
     assert status == 201, body
+    wait_until_cached(cluster, "Tenant", tenants + 1)
+    wait_until_cached(cluster, "VMInstance", vms + 1)
     objects = read_state(make_client(str(cluster.kubeconfig)))
     kinds = {o["kind"] for o in objects}
     assert {"Tenant", "VMInstance", "GPUClass", "Namespace"} <= kinds
