@@ -154,11 +154,10 @@ def _shorten(message: str, longest: int = 80) -> str:
     (`commands.shown`): a usage error echoes what was typed."""
     import re
 
-    def cut(match: "re.Match[str]") -> str:
-        value = match.group(1)
-        return f"'{value[:20]}…{value[-8:]}' ({len(value)} characters)"
+    from cozyrender.commands import shown
 
-    return re.sub(r"'([^']{%d,})'" % (longest + 1), cut, message)
+    return re.sub(r"'([^']{%d,})'" % (longest + 1), lambda match: shown(match.group(1), longest, quoted=True),
+                  message)
 
 
 def _click_main(args: list[str]) -> None:

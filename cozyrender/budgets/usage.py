@@ -317,13 +317,8 @@ def check_pod_numbers(pod: Mapping) -> None:
         if type(containers) is not list:
             continue
         for index, container in enumerate(containers):
-            resources = container.get("resources") if type(container) is dict else None
-            if type(resources) is not dict:
-                continue
-            for side in ("limits", "requests"):
-                values = resources.get(side)
-                if type(values) is dict:
-                    check_resources(values, pod, f"spec.{field}[{index}].resources.{side}")
+            if type(container) is dict:
+                _check_sides(container.get("resources"), pod, f"spec.{field}[{index}].resources")
     overhead = spec.get("overhead")
     if type(overhead) is dict:
         check_resources(overhead, pod, "spec.overhead")

@@ -79,12 +79,14 @@ def warn(message: str, command: str | None = None) -> None:
     click.echo(f"{command or command_name()}: warning: {text}", err=True)
 
 
-def shown(value: str, longest: int = 80) -> str:
+def shown(value: str, longest: int = 80, quoted: bool = False) -> str:
     """`value` as a message quotes what was typed: whole when short, else cut
-    to its ends with its length (a 5,000-digit number is not a 5 kB line)."""
+    to its ends with its length (a 5,000-digit number is not a 5 kB line);
+    in single quotes when `quoted`, the length after them."""
+    mark = "'" if quoted else ""
     if len(value) <= longest:
-        return value
-    return f"{value[:20]}…{value[-8:]} ({len(value)} characters)"
+        return f"{mark}{value}{mark}"
+    return f"{mark}{value[:20]}…{value[-8:]}{mark} ({len(value)} characters)"
 
 
 class CommandError(click.ClickException):
@@ -284,6 +286,14 @@ STATE_KUBECTL = ("kubectl get tenants,namespaces,vminstances,kubernetesnodes,kub
                  "gpuclasses,secrets -A -o yaml")
 
 
+def require_budget_state(objects, what: str) -> None:
+    """`require_kinds` for the budget rules: a Tenant and a Namespace (a
+    cluster always lists the root Tenant and the tenants' Namespaces, which
+    carry the vGPU labels). `what` says what needs them ("an audit checks")."""
+    require_kinds(objects, "Tenant", "Namespace",
+                  why=f"{what} the tenants' budgets and the Namespaces' vGPU labels ({STATE_KUBECTL})")
+
+
 def require_kinds(objects, *kinds: str, why: str) -> None:
     """Bad input when the state holds no object of one of `kinds`: an answer
     over such a state would be green for want of anything to check."""
@@ -357,6 +367,16 @@ def emit(data: Any, output: str) -> None:
 def plural(count: int, word: str, words: str | None = None) -> str:
     """`1 case`, `2 cases`, `0 cases`."""
     return f"{count} {word if count == 1 else (words or word + 's')}"
+
+
+def state_options(function: Callable) -> Callable:
+    """A state's paths as `check` and `tree` take them: `--state PATH`
+    (repeatable) and the same as arguments; the command receives
+    `state_paths` and `more_state` (give `load_state` both)."""
+    function = click.argument("more_state", nargs=-1, metavar="[PATH]...")(function)
+    return click.option("--state", "state_paths", multiple=True, metavar="PATH",
+                        help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests), "
+                             "'-' for standard input; repeatable.")(function)
 
 
 # ---------------------------------------------------------------- values

@@ -15,8 +15,8 @@ import sys
 import click
 
 from cozyrender.commands import (
-    STATE_KUBECTL, emit, examples, fail, load_state, plural, read_text, require_kinds, say_what_was_read,
-    source_name, state_errors,
+    emit, examples, fail, load_state, plural, read_text, require_budget_state, say_what_was_read, source_name,
+    state_errors, state_options,
 )
 from cozyrender.commands.columns import Column, render
 
@@ -32,10 +32,7 @@ def _fail(message: str) -> None:
     "cozyrender check --state live.json --write vm.yaml",
     "kubectl get tenants,namespaces,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses -A -o json | cozyrender check --state - --write vm.yaml",
     "cozyrender check --state live.json gitops/ -o json     # audit the whole state"))
-@click.option("--state", "state_paths", multiple=True, metavar="PATH",
-              help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests), "
-                   "'-' for standard input; repeatable.")
-@click.argument("more_state", nargs=-1, metavar="[PATH]...")
+@state_options
 @click.option("--write", "write_files", metavar="FILE", multiple=True,
               help="The object being written ('-' for standard input); an update when the state holds "
                    "one of the same kind, namespace and name.")
@@ -112,16 +109,10 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
 def _require_state(objects, write: dict | None) -> None:
     """A state with no Tenant or no Namespace is bad input, not an answer: an
     audit over it is green for want of anything to check, and a write checked
-    against it is admitted for want of a budget (a cluster always has both:
-    every tenant's Namespace is made by its parent's release, and a tenant
-    namespace's vGPU label is part of the entitlement). The one write
-    checked without them is a GPUClass, which is checked against the
-    classes alone."""
-    if write is not None and write.get("kind") == "GPUClass":
-        return
-    what = "an audit checks" if write is None else "a write is checked against"
-    require_kinds(objects, "Tenant", "Namespace", why=f"{what} the tenants' budgets and the Namespaces' "
-                  f"vGPU labels ({STATE_KUBECTL})")
+    against it is admitted for want of a budget. The one write checked
+    without them is a GPUClass, which is checked against the classes alone."""
+    if write is None or write.get("kind") != "GPUClass":
+        require_budget_state(objects, "an audit checks" if write is None else "a write is checked against")
 
 
 WRITE_COLUMNS = (Column("SEVERITY"), Column("FIELD"), Column("MESSAGE"))

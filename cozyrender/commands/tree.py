@@ -18,7 +18,8 @@ import sys
 import click
 
 from cozyrender.commands import (
-    STATE_KUBECTL, examples, fail, load_state, read_kubeconfig, require_kinds, say_what_was_read, state_errors,
+    examples, fail, load_state, read_kubeconfig, require_budget_state, say_what_was_read, state_errors,
+    state_options,
 )
 
 OUTPUTS = ("tree", "table", "wide", "json", "html")
@@ -32,10 +33,7 @@ OUTPUTS = ("tree", "table", "wide", "json", "html")
     "cozyrender tree --state -",
     "cozyrender tree --state live.json -o html > pool-tree.html",
     "cozyrender tree --state live.json -o json | jq '.tenants[] | select(.keys[].overCommitted)'"))
-@click.option("--state", "state_paths", multiple=True, metavar="PATH",
-              help="File or folder of YAML/JSON objects (kubectl -o yaml|json output or manifests), "
-                   "'-' for standard input; repeatable.")
-@click.argument("more_state", nargs=-1, metavar="[PATH]...")
+@state_options
 @click.option("-o", "--output", type=click.Choice(OUTPUTS), default="tree", show_default=True,
               help="tree for people (colour on a terminal), table for one row per tenant and key "
                    "(wide: with what holds it, charges, the limit above and vGPU), json for scripts, "
@@ -73,8 +71,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], output: s
         gc.freeze()  # as check does: the loaded objects live until exit
         state = index_state(objects)  # a malformed object first: the more precise error
         if not live:  # a tree of nothing would look like a healthy empty cluster
-            require_kinds(objects, "Tenant", "Namespace", why="the tree shows the tenants' budgets and "
-                          f"the Namespaces' vGPU labels ({STATE_KUBECTL})")
+            require_budget_state(objects, "the tree shows")
         findings = audit(state)
         try:
             tree = build_tree(state, findings, tenant=tenant, gpu_class=gpu_class, depth=depth,

@@ -37,7 +37,7 @@ class Seconds(click.ParamType):
         except (TypeError, ValueError):
             number = math.nan
         if not (math.isfinite(number) and self.low <= number <= self.high):
-            self.fail(f"{shown(str(value))!r} is not a number of seconds from {self.low:g} to {self.high:g}",
+            self.fail(f"{shown(str(value), quoted=True)} is not a number of seconds from {self.low:g} to {self.high:g}",
                       param, ctx)
         return number
 

@@ -16,8 +16,7 @@ from cozyrender.postrender.stream import Chunk, mentions_rule_kind, source_of, s
 from cozyrender.postrender.syntax import SyntaxProblem, check_chunk, describe_yaml_error
 from cozyrender.postrender.verify import Intent, check_edit
 from cozyrender.postrender.yamledit import STR_TAG, Editor, find_entry, is_null
-from cozyrender.yamlio import MERGE_TAG
-from cozyrender.yamlio import Constructor
+from cozyrender.yamlio import MERGE_TAG, Constructor
 from cozyrender.yamlio import SafeLoader as Loader
 
 # Nodes a document may expand to through aliases before it counts as a bomb.

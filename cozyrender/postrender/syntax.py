@@ -2,7 +2,8 @@
 
 Each chunk is run through the parser's events to prove it is well-formed YAML
 holding at most one document, whose top level is a mapping without duplicate
-keys (the rule every reader shares: `cozyrender.yamlio`). Only chunks a rule needs (or that use aliases) are composed into trees.
+keys (the rule every reader shares: `cozyrender.yamlio`). Only chunks a rule
+needs (or that use aliases) are composed into trees.
 """
 
 from __future__ import annotations

@@ -55,15 +55,23 @@ def child(node: Node | None, *path: str) -> Node | None:
     return node
 
 
-def _ends_in_block_scalar(node: Node) -> bool:
-    """The last content of `node` is a literal or folded block scalar."""
+def last_content(node: Node) -> Node:
+    """The node written last inside `node`: down the last value of block
+    mappings and the last item of block sequences (a flow collection or a
+    scalar is its own last content)."""
     while True:
         if isinstance(node, MappingNode) and node.value and not node.flow_style:
             node = node.value[-1][1]
         elif isinstance(node, SequenceNode) and node.value and not node.flow_style:
             node = node.value[-1]
         else:
-            return isinstance(node, ScalarNode) and node.style in ("|", ">")
+            return node
+
+
+def _ends_in_block_scalar(node: Node) -> bool:
+    """The last content of `node` is a literal or folded block scalar."""
+    last = last_content(node)
+    return isinstance(last, ScalarNode) and last.style in ("|", ">")
 
 
 def is_null(node: Node | None) -> bool:
@@ -286,13 +294,7 @@ class Editor:
         """The end of the line (past its line break) holding the last content
         of `node`: a trailing comment on that line is included; the comment
         and blank lines after it, which libyaml's end marks run over, are not."""
-        while True:
-            if isinstance(node, MappingNode) and node.value and not node.flow_style:
-                node = node.value[-1][1]
-            elif isinstance(node, SequenceNode) and node.value and not node.flow_style:
-                node = node.value[-1]
-            else:
-                break
+        node = last_content(node)
         end = node.end_mark.index
         if isinstance(node, ScalarNode) and node.style in ("|", ">"):
             return self._block_scalar_end(node)

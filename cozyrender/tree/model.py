@@ -31,7 +31,7 @@ from cozyrender.budgets.charges import ALL_CLASSES, NO_CHARGE, budget_charge, ca
 from cozyrender.budgets.checks import room_above
 from cozyrender.budgets.index import BudgetState, covered, key_order
 from cozyrender.budgets.model import quota_field
-from cozyrender.budgets.tree import ROOT_NAMESPACE, parent_namespace
+from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, parent_namespace
 from cozyrender.budgets.usage import format_amount
 from cozyrender.entitlement import is_entitled
 
@@ -247,7 +247,7 @@ def build_tree(
     nodes: dict[str, Node] = {}
     # Depth-first from the root (children by name), so the chain's entitlement
     # is known before its children's; only the shown subtree is built.
-    chain_top = list(reversed(_chain(top)))  # tenant-root .. top
+    chain_top = list(ancestors(top))[::-1]  # tenant-root .. top
     entitled, broken = platform, (None if platform else PLATFORM)
     for namespace in chain_top[1:-1] if top != ROOT_NAMESPACE else ():
         entitled, broken = _entitlement_below(state, namespace, entitled, broken)
@@ -306,15 +306,6 @@ def _entitlement_below(state: BudgetState, namespace: str, parent_entitled: bool
     if entitled:
         return True, None
     return False, parent_broken if not parent_entitled else namespace
-
-
-def _chain(namespace: str) -> list[str]:
-    chain = []
-    current: str | None = namespace
-    while current is not None:
-        chain.append(current)
-        current = parent_namespace(current)
-    return chain
 
 
 def _resolve_tenant(state: BudgetState, name: str) -> str:
@@ -397,7 +388,7 @@ class _Context:
             tenant=declaration.tenant if declaration is not None else None,
             created_in=declaration.created_in if declaration is not None else None,
             parent=parent,
-            depth=len(_chain(namespace)) - 1,
+            depth=sum(1 for _ in ancestors(namespace)) - 1,
             children=sorted(state.children.get(namespace, ())),
             budget_pool=self.budget_root(namespace),
             ordinary_pool=self.ordinary_root(namespace),
@@ -444,10 +435,7 @@ class _Context:
                 if devices:
                     row.reservations.append(Reservation(workload.kind, workload.namespace, workload.name,
                                                         devices, workload.classes))
-        row.over_committed = used + carved > budget
-        if row.over_committed:
-            row.causes = _causes(row)
-        return row
+        return _judged(row)
 
     def _ordinary_row(self, root: str, quota_key: str) -> KeyRow:
         state = self.state
@@ -467,10 +455,7 @@ class _Context:
             value = state.usage[member].get(quota_key, Fraction(0))
             if value:
                 row.usage.append(Usage(member, value))
-        row.over_committed = used + carved > budget
-        if row.over_committed:
-            row.causes = _causes(row)
-        return row
+        return _judged(row)
 
     def _charges(self, node: Node, parent: str) -> None:
         state = self.state
@@ -495,6 +480,15 @@ class _Context:
                         node.charges.append(ChargeUp(
                             ORDINARY, root, limits.declared_as[quota_key], quota_key,
                             charges.get(quota_key, Fraction(0)), declaration.ordinary[quota_key]))
+
+
+def _judged(row: KeyRow) -> KeyRow:
+    """`row` with its verdict: over-committed when what it holds and carves
+    out passes its budget, and then why."""
+    row.over_committed = row.used + row.carved_out > row.budget
+    if row.over_committed:
+        row.causes = _causes(row)
+    return row
 
 
 def _causes(row: KeyRow) -> list[str]:
