@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
-from cozyrender.commands import STATE_KUBECTL
+from cozyrender.kube.client import state_export
+
+STATE_KUBECTL = state_export()
 from tests.conftest import ROOT
 
 TENANT = ("apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata:\n  name: a\n  namespace: tenant-root\n"
@@ -52,8 +54,8 @@ def test_an_empty_folder_is_not_audited_green(tmp_path):
     code, out, err = cozy("check", "--state", tmp_path)
     assert code == 2 and out == ""
     assert err == (f"cozyrender check: error: the state holds no Tenant and no Namespace (no YAML or JSON file "
-                   f"in {tmp_path}); an audit checks the tenants' budgets and the Namespaces' vGPU labels "
-                   f"({STATE_KUBECTL})\n")
+                   f"in {tmp_path}); an audit checks the tenants' budgets and the Namespaces' vGPU labels: "
+                   f"read the cluster with --kubeconfig, or export it with `{STATE_KUBECTL} > live.yaml`\n")
 
 
 def test_a_state_without_tenants_is_not_audited_green(tmp_path):

@@ -274,24 +274,56 @@ def say_what_was_read(objects) -> None:
 
 
 def what_was_read(objects, command: str) -> str:
-    """`cozyrender check: read 2 files (3 Tenant, 1 Namespace)`."""
+    """`cozyrender check: read 2 files (3 Tenant, 1 Namespace)`, or `read the
+    cluster (...)` for a state listed from a cluster (`live_state`)."""
     files = getattr(objects, "read", [])
     counts = kinds_read(objects)
     kinds = ", ".join(f"{count} {kind}" for kind, count in counts.items()) or "no objects"
-    return f"{command}: read {plural(len(files), 'file')} ({kinds})"
-
-
-# What a state for the budget rules holds, as one kubectl command (help, errors, docs).
-STATE_KUBECTL = ("kubectl get tenants,namespaces,vminstances,kubernetesnodes,kuberneteses,resourcequotas,pods,"
-                 "gpuclasses,secrets -A -o yaml")
+    source = getattr(objects, "live", None) or plural(len(files), "file")
+    return f"{command}: read {source} ({kinds})"
 
 
 def require_budget_state(objects, what: str) -> None:
     """`require_kinds` for the budget rules: a Tenant and a Namespace (a
     cluster always lists the root Tenant and the tenants' Namespaces, which
     carry the vGPU labels). `what` says what needs them ("an audit checks")."""
+    from cozyrender.kube.client import state_export
+
     require_kinds(objects, "Tenant", "Namespace",
-                  why=f"{what} the tenants' budgets and the Namespaces' vGPU labels ({STATE_KUBECTL})")
+                  why=f"{what} the tenants' budgets and the Namespaces' vGPU labels: read the cluster with "
+                      f"--kubeconfig, or export it with `{state_export()} > live.yaml`")
+
+
+def live_state(kubeconfig: str | None, context: str | None):
+    """Every object `check` reads, listed from a cluster with the webhook's
+    client (`cozyrender.kube.client`); the cluster's refusal or silence as
+    one line."""
+    from cozyrender.kube.client import ClientError, make_client, read_state
+    from cozyrender.state import Objects
+
+    if kubeconfig:
+        read_kubeconfig(kubeconfig)
+    try:
+        listed = read_state(make_client(kubeconfig, context))
+    except ClientError as err:
+        fail(str(err))
+    except Exception as err:  # noqa: BLE001 - the API server's refusal or an unreachable server, in one line
+        status = getattr(err, "status", None)
+        reason = getattr(status, "message", None) or next(iter(str(err).splitlines()), "") or "no answer"
+        fail(f"cannot read the cluster{' ' + kubeconfig if kubeconfig else ''}: {reason}")
+    objects = Objects()
+    objects.live = f"the cluster{' of ' + kubeconfig if kubeconfig else ''}"
+    objects.add(objects.live, listed)
+    return objects
+
+
+def cluster_options(function: Callable) -> Callable:
+    """`--kubeconfig FILE` and `--context NAME`: read the state from a cluster
+    (`live_state`), as `check` and `tree` take them."""
+    function = click.option("--context", "kube_context", metavar="NAME",
+                            help="The kubeconfig context to read (the current one when not given).")(function)
+    return click.option("--kubeconfig", metavar="FILE",
+                        help="Read the state from a cluster, as the webhook does (with --context).")(function)
 
 
 def require_kinds(objects, *kinds: str, why: str) -> None:

@@ -1,5 +1,6 @@
 """`cozyrender check`: the GPU budget rules before a change merges.
 
+    cozyrender check --kubeconfig FILE [--context NAME] --write FILE   # one write, against a cluster
     cozyrender check --state PATH... --write FILE [-o table|wide|json|yaml|text]   # one write
     cozyrender check --state PATH... [-o table|wide|json|yaml|text]                # audit
 
@@ -15,10 +16,11 @@ import sys
 import click
 
 from cozyrender.commands import (
-    emit, examples, fail, load_state, plural, read_text, require_budget_state, say_what_was_read, source_name,
-    state_errors, state_options,
+    cluster_options, emit, examples, fail, live_state, load_state, plural, read_text, require_budget_state,
+    say_what_was_read, source_name, state_errors, state_options,
 )
 from cozyrender.commands.columns import Column, render
+from cozyrender.kube.client import state_export
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 
@@ -29,10 +31,13 @@ def _fail(message: str) -> None:
 
 
 @click.command("check", context_settings={"help_option_names": ["-h", "--help"]}, epilog=examples(
-    "cozyrender check --state live.json --write vm.yaml",
-    "kubectl get tenants,namespaces,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses -A -o json | cozyrender check --state - --write vm.yaml",
-    "cozyrender check --state live.json gitops/ -o json     # audit the whole state"))
+    "cozyrender check --kubeconfig ~/.kube/config --write vm.yaml     # against the cluster, as the webhook",
+    "cozyrender check --kubeconfig ~/.kube/config --context prod      # audit the cluster",
+    f"{state_export()} > live.yaml     # for CI",
+    "cozyrender check --state live.yaml --write vm.yaml",
+    "cozyrender check --state live.yaml gitops/ -o json     # audit the whole state"))
 @state_options
+@cluster_options
 @click.option("--write", "write_files", metavar="FILE", multiple=True,
               help="The object being written ('-' for standard input); an update when the state holds "
                    "one of the same kind, namespace and name.")
@@ -42,16 +47,19 @@ def _fail(message: str) -> None:
                                       "scripts, text for one line per finding.")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the state says.")
-def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_files: tuple[str, ...],
-            output: str, platform_vgpu: str | None) -> None:
+def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfig: str | None,
+            kube_context: str | None, write_files: tuple[str, ...], output: str, platform_vgpu: str | None) -> None:
     """Check a write against the GPU budgets and GPU classes of a state, or
     audit the whole state when no --write is given."""
     from cozyrender.budgets import ERROR, audit, check_write, index_state
     from cozyrender.state import StateError, parse_documents
 
     paths = state_paths + more_state
-    if not paths:
-        _fail("give the state with --state PATH (files or folders of YAML/JSON)")
+    live = kubeconfig is not None or kube_context is not None
+    if not paths and not live:
+        _fail("give the state with --kubeconfig FILE (read the cluster) or --state PATH (files or folders of YAML/JSON)")
+    if paths and live:
+        _fail("give the state as files (--state) or from a cluster (--kubeconfig/--context), not both")
     if len(write_files) > 1:
         # Taking the last would check a write nobody meant; one check, one answer.
         raise click.UsageError(f"--write is given {len(write_files)} times; check one write at a time")
@@ -60,7 +68,8 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], write_fil
     with state_errors() as loaded:
         # A write that is also one of the state's files is checked against
         # everything else, not as an update of itself (issue 11 item 11).
-        objects = load_state(paths, exclude=[write_file] if write_file else [])
+        objects = (live_state(kubeconfig, kube_context) if live
+                   else load_state(paths, exclude=[write_file] if write_file else []))
         loaded.append(objects)
         # A short-lived process: move the loaded objects to the permanent
         # generation, so no later collection (during the audit or the check,

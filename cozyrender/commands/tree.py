@@ -18,9 +18,10 @@ import sys
 import click
 
 from cozyrender.commands import (
-    examples, fail, load_state, read_kubeconfig, require_budget_state, say_what_was_read, state_errors,
-    state_options,
+    cluster_options, examples, fail, live_state, load_state, require_budget_state, say_what_was_read,
+    state_errors, state_options,
 )
+from cozyrender.kube.client import state_export
 
 OUTPUTS = ("tree", "table", "wide", "json", "html")
 
@@ -29,8 +30,8 @@ OUTPUTS = ("tree", "table", "wide", "json", "html")
     "cozyrender tree --state examples/budgets/state",
     "cozyrender tree --state live.json --tenant tenant-acme --class a100 --depth 1",
     "cozyrender tree --state live.json -o wide | grep OVER     # one row per tenant and key",
-    "kubectl get tenants,namespaces,vminstances,kubernetesnodes,resourcequotas,pods,gpuclasses -A -o json | "
-    "cozyrender tree --state -",
+    "cozyrender tree --kubeconfig ~/.kube/config --context prod      # read the cluster directly",
+    f"{state_export()} | cozyrender tree --state -",
     "cozyrender tree --state live.json -o html > pool-tree.html",
     "cozyrender tree --state live.json -o json | jq '.tenants[] | select(.keys[].overCommitted)'"))
 @state_options
@@ -45,9 +46,7 @@ OUTPUTS = ("tree", "table", "wide", "json", "html")
 @click.option("--depth", type=int, metavar="N", help="Show N levels below the top (0: the top alone).")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the state says.")
-# ---- a live cluster: the kubeconfig client lives in cozyrender.kube.client (the webhook's) ----
-@click.option("--kubeconfig", metavar="FILE", help="Read the state from a cluster (with --context).")
-@click.option("--context", "kube_context", metavar="NAME", help="The kubeconfig context to read.")
+@cluster_options
 def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], output: str, tenant: str | None,
             gpu_class: str | None, depth: int | None, platform_vgpu: str | None,
             kubeconfig: str | None, kube_context: str | None) -> None:
@@ -66,7 +65,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], output: s
         fail("give the state as files (--state) or from a cluster (--kubeconfig/--context), not both")
     override = None if platform_vgpu is None else platform_vgpu == "true"
     with state_errors() as loaded:
-        objects = _live_objects(kubeconfig, kube_context) if live else load_state(paths)
+        objects = live_state(kubeconfig, kube_context) if live else load_state(paths)
         loaded.append(objects)
         gc.freeze()  # as check does: the loaded objects live until exit
         state = index_state(objects)  # a malformed object first: the more precise error
@@ -112,21 +111,3 @@ def _colour() -> bool:
         return sys.stdout.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-# ---------------------------------------------------------------- live cluster
-def _live_objects(kubeconfig: str | None, context: str | None):
-    """Every object `check` reads, listed from the cluster with the webhook's
-    client (`cozyrender.kube.client`)."""
-    from cozyrender.kube.client import ClientError, make_client, read_state
-
-    if kubeconfig:
-        read_kubeconfig(kubeconfig)
-    try:
-        return read_state(make_client(kubeconfig, context))
-    except ClientError as err:
-        fail(str(err))
-    except Exception as err:  # noqa: BLE001 - the API server's refusal or an unreachable server, in one line
-        status = getattr(err, "status", None)
-        reason = getattr(status, "message", None) or next(iter(str(err).splitlines()), "") or "no answer"
-        fail(f"cannot read the cluster{' ' + kubeconfig if kubeconfig else ''}: {reason}")

@@ -67,6 +67,18 @@ WATCHED: tuple[Watched, ...] = (
 )
 
 
+def state_export() -> str:
+    """The one shell line that exports what `check` and `tree` read, as a
+    YAML file for `--state` (CI, a GitOps job), generated from WATCHED: every
+    kind across namespaces, then tenant-root's values Secret by name (never
+    every Secret of the cluster). Help texts, error messages and the docs
+    print this line; a test holds each of them to it."""
+    listed = ",".join(watched.plural for watched in WATCHED if watched.keep != "values")
+    values = next(watched for watched in WATCHED if watched.keep == "values")
+    return (f"{{ kubectl get {listed} -A -o yaml; echo ---; kubectl get {values.plural[:-1]} {VALUES_SECRET} "
+            f"-n {ROOT_NAMESPACE} --ignore-not-found -o yaml; }}")
+
+
 _RESOURCES: dict[Watched, type] = {}
 
 
