@@ -151,11 +151,19 @@ def _yaml_documents(stream, source: str, text_again, progress=None) -> list:
         except (Unsupported, DuplicateKeyError):  # a key twice: the safe loader also says where it was first
             return list(load_all_bounded(text_again()))
     except yaml.YAMLError as err:
-        raise StateError(f"{source}: not valid YAML: {yaml_problem(err)}") from None
+        raise StateError(f"{source}: not valid YAML: {yaml_problem(err, text=_text_or_none(text_again))}") from None
     except UnicodeDecodeError as err:
         raise StateError(f"{source}: not UTF-8 text ({err.reason})") from None
     except (ValueError, RecursionError) as err:
         raise StateError(f"{source}: unreadable YAML: {_value_problem(err)}") from None
+
+
+def _text_or_none(text_again) -> str | None:
+    """The text again, to word an error (a tab is called a tab); None when it cannot be read."""
+    try:
+        return text_again()
+    except (StateError, OSError, ValueError):
+        return None
 
 
 def _objects(docs: list, source: str) -> Objects:

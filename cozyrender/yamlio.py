@@ -28,13 +28,39 @@ INT_TAG = "tag:yaml.org,2002:int"
 MAX_INT_DIGITS = 4300
 
 
-def yaml_problem(err: yaml.YAMLError, line_offset: int = 0) -> str:
+TAB_PROBLEM = "a tab character: YAML indents with spaces, never tabs (replace the tab with spaces)"
+
+
+def is_tab_at(text: str | None, line: int, column: int | None = None) -> bool:
+    """Whether the 0-based `line` of `text` holds a tab at `column` (0-based),
+    or, without a column, in its indentation: where a scanner stopped on a
+    character that cannot start any token, a tab is the usual cause, and
+    the parsers' wording never says so."""
+    if text is None or line < 0:
+        return False
+    lines = text.split("\n")
+    if line >= len(lines):
+        return False
+    row = lines[line]
+    if column is not None and column < len(row) and row[column] == "\t":
+        return True
+    indent = row[: len(row) - len(row.lstrip(" \t"))]
+    return "\t" in indent
+
+
+def yaml_problem(err: yaml.YAMLError, line_offset: int = 0, text: str | None = None) -> str:
     """A YAML error as `line L, column C: problem (context)`, on one line
     (PyYAML's own text spans three, with a source excerpt); `line_offset`
-    lines are added where the text parsed was part of a file."""
+    lines are added where the text parsed was part of a file. A tab where
+    a token should start is called a tab (the parser's `text`, when given,
+    or the mark's own buffer shows it)."""
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
     problem = getattr(err, "problem", None)
     context = getattr(err, "context", None)
+    if mark is not None and problem and "cannot start any token" in problem and (
+            "'\\t'" in problem or is_tab_at(text if text is not None else getattr(mark, "buffer", None),
+                                             mark.line, mark.column)):
+        return f"line {mark.line + 1 + line_offset}, column {mark.column + 1}: {TAB_PROBLEM}"
     if isinstance(err, DuplicateKeyError):
         text = duplicate_key_problem(err.key) + (
             f" (first at line {err.first_line + line_offset})" if err.first_line is not None else "")

@@ -168,7 +168,7 @@ def read_kubeconfig(path: str) -> None:
     try:
         documents = list(load_all_bounded(text))
     except yaml.YAMLError as err:
-        fail(f"{path}: not valid YAML: {yaml_problem(err)}")
+        fail(f"{path}: not valid YAML: {yaml_problem(err, text=text)}")
     except ValueError as err:
         fail(f"{path}: {err}")
     if len(documents) != 1 or not isinstance(documents[0], dict) or not documents[0].get("clusters"):

@@ -49,7 +49,7 @@ class Stream:
         except yaml.YAMLError as err:
             offset = self.text.count("\n", 0, document.start)
             raise FluxError(f"{self.path}: document {document.number} is not YAML: "
-                            f"{yaml_problem(err, offset)}") from None
+                            f"{yaml_problem(err, offset, text=self.text_of(document))}") from None
 
     def line(self, document: Document, line_in_document: int) -> int:
         """The file's 1-based line number of a 0-based line of a document."""

@@ -255,6 +255,15 @@ def _correlated_items(node: _SchemaNode, items: list, old_items) -> list:
     return [old_by_key.get(key_of(item)) for item in items]
 
 
+def _text_again(path: str) -> str | None:
+    """A CRD file's text, to word its YAML error (a tab is called a tab)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except (OSError, ValueError):
+        return None
+
+
 @cache
 def _validator_for(path: str, mtime_ns: int) -> CRDValidator:
     from cozyrender.yamlio import SafeLoader, yaml_problem
@@ -267,7 +276,7 @@ def _validator_for(path: str, mtime_ns: int) -> CRDValidator:
     except OSError as err:
         raise CRDError(f"{path}: cannot read: {(err.strerror or str(err)).lower()}") from None
     except yaml.YAMLError as err:
-        raise CRDError(f"{path}: not valid YAML: {yaml_problem(err)}") from None
+        raise CRDError(f"{path}: not valid YAML: {yaml_problem(err, text=_text_again(path))}") from None
     if not isinstance(crd, Mapping):
         raise CRDError(f"{path}: not a CustomResourceDefinition")
     try:

@@ -197,7 +197,7 @@ def compose_text(text: str) -> Node | None:
                 raise
             root = yaml.compose(text, Loader=_RedefiningLoader)
     except yaml.YAMLError as err:
-        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
+        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err, text)}") from None
     return None if is_null(root) else root
 
 

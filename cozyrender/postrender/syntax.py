@@ -132,7 +132,7 @@ def check_chunk(raw: bytes, after_end: bool = False) -> bool:
             elif kind is StreamEndEvent:
                 return needs_tree
     except yaml.YAMLError as err:
-        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err)}") from None
+        raise SyntaxProblem(f"invalid YAML: {describe_yaml_error(err, _decoded(raw))}") from None
     finally:
         dispose = getattr(parser, "dispose", None)
         if dispose:
@@ -205,13 +205,26 @@ def _noun(kind: type) -> str:
     return "mapping" if kind is MappingStartEvent else "sequence"
 
 
-def describe_yaml_error(err: Exception) -> str:
-    """A YAML error in one line: what was being parsed, what went wrong, and where."""
+def _decoded(raw: bytes) -> str | None:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def describe_yaml_error(err: Exception, text: str | None = None) -> str:
+    """A YAML error in one line: what was being parsed, what went wrong, and
+    where; a tab where a token should start is called a tab (`text` shows it)."""
+    from cozyrender.yamlio import TAB_PROBLEM, is_tab_at
+
     problem = getattr(err, "problem", None)
     if not problem:
         return " ".join(str(err).split())
     context = getattr(err, "context", None)
     mark = getattr(err, "problem_mark", None)
+    if mark is not None and "cannot start any token" in problem and (
+            "'\\t'" in problem or is_tab_at(text, mark.line, mark.column)):
+        return f"{TAB_PROBLEM} (line {mark.line + 1}, column {mark.column + 1})"
     text = f"{context}: {problem}" if context and context not in problem else problem
     return f"{text} (line {mark.line + 1}, column {mark.column + 1})" if mark else text
 

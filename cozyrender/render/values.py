@@ -4,6 +4,8 @@ own strvals parser (through the SDK) into the values so far."""
 
 from __future__ import annotations
 
+import re
+
 import json
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -68,12 +70,12 @@ def load_values(
         try:  # Helm keeps the last of two keys silently; cozyrender refuses (cozyrender.yamlio)
             check_keys(text)
         except yaml.YAMLError as err:
-            raise RenderError(f"failed to parse {path}: {yaml_problem(err)}") from None
+            raise RenderError(f"failed to parse {path}: {yaml_problem(err, text=text)}") from None
         try:
             layer = helm.values_from_yaml(text) if text.strip() else {}
             values = merge_values(values, layer or {})
         except helm.HelmError as err:
-            raise RenderError(f"failed to parse {path}: {_message(err)}") from None
+            raise RenderError(f"failed to parse {path}: {_tab_named(_message(err), text)}") from None
         except RecursionError:  # hundreds of levels: past Python's stack, so past any chart's values
             raise RenderError(f"failed to parse {path}: nested too deeply") from None
     for layer in inline:
@@ -143,6 +145,9 @@ def _parse_into(values: dict[str, Any], expression: str, kind: str) -> dict[str,
     parse = {"json": helm.parse_set_json, "set": helm.parse_set_string,
              "string": helm.parse_set_string_values, "file": helm.parse_set_file}[kind]
     flag = _SET_FLAGS[kind]
+    split = split_budget_key(expression)
+    if split is not None:
+        raise RenderError(split.replace("FLAG", flag))
     try:
         paths: list[str] = []
         _replay(values, "", paths, False)
@@ -174,3 +179,47 @@ def _parse(parse: Callable[[str], dict[str, Any]], expression: str, flag: str
         return parse(expression)
     except helm.HelmError as err:
         raise RenderError(f"failed parsing {flag} data: {_message(err)}") from None
+
+
+_GO_YAML_LINE = re.compile(r"yaml: line (\d+): found character that cannot start any token")
+
+
+def _tab_named(message: str, text: str) -> str:
+    """Helm's `yaml: line N: found character that cannot start any token`,
+    said as what it is when line N holds a tab in its indentation."""
+    from cozyrender.yamlio import TAB_PROBLEM, is_tab_at
+
+    found = _GO_YAML_LINE.search(message)
+    if found and is_tab_at(text, int(found.group(1)) - 1):
+        return f"line {found.group(1)}: {TAB_PROBLEM}"
+    return message
+
+
+_UNESCAPED_DOT = re.compile(r"(?<!\\)\.")
+_UNESCAPED_COMMA = re.compile(r"(?<!\\),")
+
+
+def split_budget_key(expression: str) -> str | None:
+    """Why a --set expression is refused when one of its paths splits a GPU
+    budget key at its dots (`resourceQuotas.a100.gpuclass.cozystack.io/devices=2`
+    sets resourceQuotas -> a100 -> gpuclass -> cozystack -> io/devices, which no
+    chart reads as a budget), with the escaped path to give instead; None
+    otherwise. `FLAG` in the text stands for the flag's name."""
+    for assignment in _UNESCAPED_COMMA.split(expression):
+        path, equals, value = assignment.partition("=")
+        if not equals:
+            continue
+        segments = _UNESCAPED_DOT.split(path)
+        lowered = [segment.lower() for segment in segments]
+        start = next((i for i, segment in enumerate(lowered)
+                      if segment.startswith("gpuclas") and i + 1 < len(segments)
+                      and lowered[i + 1].startswith("cozystack")), None)
+        if start is None:
+            continue
+        if start > 1 and lowered[start - 1] != "resourcequotas":
+            start -= 1  # the class label before the domain
+        key = "\\.".join(segments[start:])
+        fixed = ".".join([*segments[:start], key])
+        return (f"FLAG {path}: the dots of the budget key split it into nested keys "
+                f"({' -> '.join(segments[start:])}); escape them: FLAG '{fixed}={value}'")
+    return None
