@@ -202,3 +202,55 @@ def _short(value: object) -> str:
         return "a number of more than 19 digits"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+# How far a key's domain may be from the budget domain and still be read as a
+# typo of it (`gpuclas.cozystack.io`, `gpuclass.cozystak.io`: 1; a swapped
+# pair, `gpuclsas`: 2). Three edits reach other names (`gpu.cozystack.io`
+# is 5 away), so two is the bound.
+NEAR_MISS_EDITS = 2
+_NEAR_HINTS = ("cozy", "gpu", "clas", "stack")
+
+
+def near_miss_budget_key(key: str) -> str | None:
+    """For a key outside the budget domain that is a typo of a budget key
+    (its domain within NEAR_MISS_EDITS edits of `gpuclass.cozystack.io`, its
+    class label glued on, a `requests.`/`limits.` prefix kept): the budget key
+    meant; None for every other key. Such a key is an ordinary quota key to
+    every rule (it would become a pod quota and budget nothing), so the
+    commands warn, naming both.
+
+    >>> near_miss_budget_key("a100.gpuclas.cozystack.io/devices")
+    'a100.gpuclass.cozystack.io/devices'
+    >>> near_miss_budget_key("nvidia.com/gpu") is None
+    True
+    """
+    lowered = key.lower()
+    if len(lowered) > 400 or not any(hint in lowered for hint in _NEAR_HINTS):
+        return None  # the hot path: a pod quota key is never near
+    if declared_in_budget_domain(key):
+        return None  # in the domain: parsed, and refused when malformed
+    from cozyrender.nearmiss import edit_distance
+
+    bare = strip_quota_prefix(lowered)
+    quota_prefix = lowered[: len(lowered) - len(bare)]
+    prefix = bare.partition("/")[0]
+    candidates = [(None, prefix)]
+    label, dot, rest = prefix.partition(".")
+    if dot:
+        candidates.append((label, rest))
+    if prefix.endswith(DOMAIN) and len(prefix) > len(DOMAIN):  # `a100gpuclass.cozystack.io`: the dot left out
+        candidates.append((prefix[: -len(DOMAIN)].rstrip("-_"), DOMAIN))
+    for gpu_class, domain in candidates:
+        distance = edit_distance(domain, DOMAIN, NEAR_MISS_EDITS)
+        if distance <= NEAR_MISS_EDITS and (distance or gpu_class is not None):
+            meant = ALL_CLASSES_KEY if not gpu_class else f"{gpu_class}.{ALL_CLASSES_KEY}"
+            return quota_prefix + meant if quota_prefix else meant
+    return None
+
+
+def near_miss_message(key: str, meant: str) -> str:
+    """The warning every command gives for a near-miss key."""
+    return (f"{key!r} is not a GPU budget key but looks like one ({meant!r}?): as written it is an ordinary "
+            f"quota key, so it budgets no GPU and becomes a pod quota; budget keys are "
+            f"{ALL_CLASSES_KEY!r} or '<class>.{ALL_CLASSES_KEY}'")

@@ -265,3 +265,51 @@ def test_numbers_and_keys_on_the_command_line_in_one_voice(command, argv):
     err = assert_one_voice(_run([command, *argv], subprocess.DEVNULL), command)
     if "gpuclass.cozystack.io/devices=2" in argv[-1]:
         assert "escape them" in err and "gpuclass\\.cozystack\\.io/devices=2" in err, err
+
+
+# -- issue 27: typos never come back green ------------------------------------------------
+# Each plausible mistake a hoster made, run through the installed command: an
+# error or a warning naming the mistake and what was meant, never a silent 0.
+# (command argv with {T} for a file holding `text`, the file's text, stdin,
+# the exit code, words the answer must hold, where: "out", "err" or "log")
+VM_TYPO_NAMESPACE = ("apiVersion: apps.cozystack.io/v1alpha1\nkind: VMInstance\n"
+                     "metadata: {name: big, namespace: tenant-acme-lm}\nspec:\n  gpus:\n    - {class: a100, count: 9}\n")
+TENANT_NEAR_MISS = ("apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: ml, namespace: tenant-acme}\n"
+                    "spec:\n  resourceQuotas:\n    gpuclas.cozystack.io/devices: 4\n")
+QUOTA_NEAR_MISS = ("apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: q, namespace: tenant-a}\nspec:\n  hard:\n"
+                   "    cpu: \"2\"\n    a100.gpuclass.cozystak.io/devices: \"4\"\n")
+NEAR_MISS_WORDS = ("is not a GPU budget key but looks like one",)
+TYPOS = {
+    "check-namespace-not-in-state": (["check", "--state", str(BUDGET_STATE), "--write", "{T}"], VM_TYPO_NAMESPACE,
+                                     None, 1, ("metadata.namespace", "'tenant-acme-lm' is not in the state",
+                                               "did you mean tenant-acme-ml?"), "out"),
+    "check-write-near-miss-key": (["check", "--state", str(BUDGET_STATE), "--write", "{T}"], TENANT_NEAR_MISS,
+                                  None, 0, (*NEAR_MISS_WORDS, "'gpuclass.cozystack.io/devices'?"), "out"),
+    "post-render-near-miss-key": (["post-render"], None, QUOTA_NEAR_MISS, 0,
+                                  (*NEAR_MISS_WORDS, "'a100.gpuclass.cozystack.io/devices'?"), "err"),
+    "post-render-near-miss-key-log": (["post-render"], None, QUOTA_NEAR_MISS, 0,
+                                      (*NEAR_MISS_WORDS, "'a100.gpuclass.cozystack.io/devices'?"), "log"),
+    "template-near-miss-key": ([*CHART, "--set", "resourceQuotas.gpuclas\\.cozystack\\.io/devices=2"], None, None,
+                               0, (*NEAR_MISS_WORDS, "'limits.gpuclass.cozystack.io/devices'?"), "err"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TYPOS))
+def test_a_typo_is_named_never_green(case, tmp_path):
+    argv, text, stdin, code, words, where = TYPOS[case]
+    if argv[0] == "tenant-a":
+        argv = ["template", *argv]
+    target = tmp_path / "write.yaml"
+    if text is not None:
+        target.write_text(text)
+    log = tmp_path / "cozyrender.log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COZYRENDER_PYTHON": sys.executable, "COZYRENDER_LOG": str(log)}
+    result = subprocess.run([str(LAUNCHER), *(arg.replace("{T}", str(target)) for arg in argv)],
+                            input=(stdin or "").encode(), capture_output=True, env=env, timeout=120, cwd=ROOT)
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == code, (result.returncode, out, err)
+    shown = {"out": out, "err": err, "log": log.read_text() if log.exists() else ""}[where]
+    for word in words:
+        assert word in shown, f"{case}: {word!r} not in {where}:\n{shown}"
+    for words in PYTHON_WORDING[:3]:
+        assert words not in err, err

@@ -13,6 +13,7 @@ from test_budgets_builders import (
 )
 
 from cozyrender.commands.check import command
+from cozyrender.kube.client import state_export
 
 A100 = "a100.gpuclass.cozystack.io/devices"
 ALL = "gpuclass.cozystack.io/devices"
@@ -56,7 +57,7 @@ def test_r1_a_state_without_any_tenant_is_bad_input_not_an_implicit_root(tmp_pat
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith(f"cozyrender check: error: the state holds no Tenant (1 file read ({state}), "
                                     "2 objects); a write is checked against the tenants' budgets")
-    assert "kubectl get tenants,namespaces," in result.stderr and result.stderr.count("\n") == 1
+    assert state_export() in result.stderr and result.stderr.count("\n") == 1
 
 
 def test_r1_root_tenant_ordinary_key_below_its_usage_is_refused(tmp_path):

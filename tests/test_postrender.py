@@ -99,7 +99,9 @@ def test_budget_keys_leave_the_quota_and_ordinary_keys_stay_as_written():
         "gpuclass.cozystack.io/devices: 5",
     )
     out, warnings = render(stream)
-    assert warnings == []
+    # One dot from a budget key (issue 27 item 3): kept as written, and named.
+    assert len(warnings) == 1 and "'evilgpuclass.cozystack.io/devices' is not a GPU budget key" in warnings[0]
+    assert "('evil.gpuclass.cozystack.io/devices'?)" in warnings[0]
     assert out == quota(
         'requests.cpu: "2"   # two cores',
         "nvidia.com/gpu: 1",

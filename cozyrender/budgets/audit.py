@@ -29,7 +29,7 @@ from .index import ALL_CLASSES, BudgetState, covered, key_order
 from .model import quota_field
 from .tree import ROOT_NAMESPACE, parent_namespace
 from .checks import carvers_note
-from .write import inverted_message, malformed_namespace_message, named_device_problem, raw_name_problem
+from .write import inverted_message, malformed_namespace_message, named_device_problem, near_miss_keys, raw_name_problem
 from .usage import format_amount
 
 ERROR = "error"
@@ -80,6 +80,9 @@ def audit(state: BudgetState) -> list[Finding]:
                 note = "; counted as 0 until fixed (growth under it is refused)"
             findings.append(Finding(ERROR, "invalid-declaration", namespace, quota_field(key),
                                     f"{declaration.ref}: {problem}{note}", object=_tenant(declaration)))
+        findings.extend(Finding(WARNING, "near-miss-key", namespace, quota_field(key),
+                                f"{declaration.ref}: {message}", object=_tenant(declaration))
+                        for key, message in near_miss_keys(declaration.declared_keys))
         if declaration.budgets:
             findings.extend(_audit_budget_pool(state, namespace))
         if declaration.ordinary:

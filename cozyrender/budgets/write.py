@@ -21,6 +21,7 @@ from .model import (
     Workload,
     is_apps_object,
     parse_workload,
+    quota_field,
 )
 from .tree import is_malformed_tenant_namespace, owned_namespace
 
@@ -42,6 +43,10 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
         raise ShapeError.at(obj, "kind", f"is not a string (got {got(kind)})")
     if is_apps_object(obj, TENANT):
         decision = check_tenant_declaration(state, obj)
+        quotas = (obj.get("spec") or {}).get("resourceQuotas") if isinstance(obj.get("spec"), Mapping) else None
+        if isinstance(quotas, Mapping):
+            near = tuple(f"{quota_field(key)}: {message}" for key, message in near_miss_keys(quotas))
+            decision = Decision(decision.reasons, decision.warnings + near)
         namespace = obj["metadata"]["namespace"]
         if is_malformed_tenant_namespace(namespace):
             return Decision((_malformed_namespace(namespace),) + decision.reasons, decision.warnings)
@@ -66,6 +71,56 @@ def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = N
         obj, "", f"cannot check this kind (apiVersion {got(obj.get('apiVersion'))}); expected an "
         "apps.cozystack.io/v1alpha1 Tenant, VMInstance, KubernetesNodes or Kubernetes, or a cozystack.io GPUClass"
     )
+
+
+def namespaces_held(objects) -> set[str]:
+    """The namespaces a state shows to exist: its Namespace objects, the
+    namespace of every namespaced object in it, and the namespace each Tenant
+    owns (its chart creates it; a GitOps state holds the Tenant, not the
+    Namespace)."""
+    from .tree import owned_namespace as owned
+
+    held: set[str] = set()
+    for obj in objects:
+        meta = obj.get("metadata") if isinstance(obj, Mapping) else None
+        if not isinstance(meta, Mapping):
+            continue
+        name, namespace = meta.get("name"), meta.get("namespace")
+        if isinstance(namespace, str) and namespace:
+            held.add(namespace)
+            if is_apps_object(obj, TENANT) and isinstance(name, str) and name:
+                held.add(owned(name, namespace))
+        elif obj.get("kind") == "Namespace" and obj.get("apiVersion") == "v1" and isinstance(name, str):
+            held.add(name)
+    return held
+
+
+def unknown_namespace(held: set[str], obj: Mapping) -> Reason | None:
+    """A write into a namespace the state does not hold: refused, as the API
+    server refuses it (the namespace does not exist), naming the nearest
+    namespace the state holds. None for a cluster-scoped write, or one into a
+    namespace the state holds."""
+    meta = obj.get("metadata")
+    namespace = meta.get("namespace") if isinstance(meta, Mapping) else None
+    if not isinstance(namespace, str) or not namespace or namespace in held:
+        return None
+    from cozyrender.nearmiss import did_you_mean
+
+    return Reason("metadata.namespace", f"NotFound: namespace {namespace!r} is not in the state (no Namespace, "
+                                        f"no Tenant owning it, no object in it){did_you_mean(namespace, held)}")
+
+
+def near_miss_keys(keys) -> list[tuple[str, str]]:
+    """(key, warning) for each of `keys` that is a typo of a budget key
+    (`cozyrender.keys.near_miss_budget_key`)."""
+    from cozyrender.keys import near_miss_budget_key, near_miss_message
+
+    found = []
+    for key in keys:
+        meant = near_miss_budget_key(key) if isinstance(key, str) else None
+        if meant is not None:
+            found.append((key, near_miss_message(key, meant)))
+    return found
 
 
 def _malformed_namespace(namespace: str) -> Reason:

@@ -51,7 +51,8 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
             kube_context: str | None, write_files: tuple[str, ...], output: str, platform_vgpu: str | None) -> None:
     """Check a write against the GPU budgets and GPU classes of a state, or
     audit the whole state when no --write is given."""
-    from cozyrender.budgets import ERROR, audit, check_write, index_state
+    from cozyrender.budgets import ERROR, Decision, audit, check_write, index_state
+    from cozyrender.budgets.write import namespaces_held, unknown_namespace
     from cozyrender.state import StateError, parse_documents
 
     paths = state_paths + more_state
@@ -88,13 +89,14 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
                                  "--write takes exactly one")
             _require_state(objects, written[0])
             decision = check_write(state, written[0], platform_vgpu=override)
+            missing = unknown_namespace(namespaces_held(objects), written[0])
+            if missing is not None:
+                decision = Decision((missing, *decision.reasons), decision.warnings)
     say_what_was_read(objects)
     if write_file is None:
         _print_audit(findings, output)
         sys.exit(EXIT_REFUSED if any(f.severity == ERROR for f in findings) else EXIT_OK)
     if objects.excluded:
-        from cozyrender.budgets import Decision
-
         note = (f"{', '.join(objects.excluded)} is also in --state: the state's copy is ignored "
                 "and the write is checked against the rest of the state")
         decision = Decision(decision.reasons, (note, *decision.warnings))

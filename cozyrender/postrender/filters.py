@@ -11,6 +11,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode
 
 from cozyrender import values_secret
+from cozyrender.keys import near_miss_budget_key, near_miss_message
 from cozyrender.entitlement import PARENT_ANNOTATION, REQUESTED_ANNOTATION, VGPU_LABEL, label_value
 from cozyrender.postrender import rules
 from cozyrender.postrender.document import SHARED_NODES, KubeObject, compose_checked, compose_text, construct
@@ -60,6 +61,10 @@ def gather(obj: KubeObject, facts: Facts, warnings: list[str]) -> tuple[str, obj
         return EDIT
     if kind == "ResourceQuota":
         decision = obj.decision = _quota_decision(obj)
+        for key in obj.data["spec"]["hard"] if decision is not None else ():
+            meant = near_miss_budget_key(key) if isinstance(key, str) else None
+            if meant is not None:
+                warnings.append(obj.document.error(f"{obj.label}: {near_miss_message(key, meant)}").message)
         if decision is None:
             return None
         for key, reason in decision.malformed:
