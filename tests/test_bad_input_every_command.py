@@ -279,7 +279,15 @@ TENANT_NEAR_MISS = ("apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetad
 QUOTA_NEAR_MISS = ("apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: q, namespace: tenant-a}\nspec:\n  hard:\n"
                    "    cpu: \"2\"\n    a100.gpuclass.cozystak.io/devices: \"4\"\n")
 NEAR_MISS_WORDS = ("is not a GPU budget key but looks like one",)
+VM_GPU_TYPO = ("apiVersion: apps.cozystack.io/v1alpha1\nkind: VMInstance\nmetadata: {name: d, namespace: tenant-acme}\n"
+               "spec:\n  gpu:\n    - {class: a100, count: 2}\n")
+TENANT_QUOTA_TYPO = ("apiVersion: apps.cozystack.io/v1alpha1\nkind: Tenant\nmetadata: {name: ml, namespace: tenant-acme}\n"
+                     "spec:\n  resourceQuota:\n    cpu: 4\n")
 TYPOS = {
+    "check-unknown-field-gpu": (["check", "--state", str(BUDGET_STATE), "--write", "{T}"], VM_GPU_TYPO, None, 1,
+                                ("spec.gpu", "unknown field; did you mean spec.gpus?"), "out"),
+    "check-unknown-field-resource-quota": (["check", "--state", str(BUDGET_STATE), "--write", "{T}"], TENANT_QUOTA_TYPO,
+                                           None, 1, ("unknown field; did you mean spec.resourceQuotas?",), "out"),
     "check-namespace-not-in-state": (["check", "--state", str(BUDGET_STATE), "--write", "{T}"], VM_TYPO_NAMESPACE,
                                      None, 1, ("metadata.namespace", "'tenant-acme-lm' is not in the state",
                                                "did you mean tenant-acme-ml?"), "out"),

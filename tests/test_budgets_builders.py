@@ -23,6 +23,8 @@ def tenant(name: str, namespace: str = "tenant-root", quotas: dict | None = None
 
 def vm(namespace: str, name: str, gpus: list | None = None, **spec) -> dict:
     body = dict(spec)
+    if "memory" in body:  # a change that is not a GPU's, where the vm-instance schema has it
+        body["resources"] = {"memory": body.pop("memory")}
     if gpus is not None:
         body["gpus"] = gpus
     return {"apiVersion": APPS, "kind": "VMInstance", "metadata": {"name": name, "namespace": namespace}, "spec": body}

@@ -56,7 +56,7 @@ def test_state_without_classes_refuses_every_class_and_still_checks_budgets(tmp_
     code, answer = run_check_json(tmp_path, state, vm("tenant-a", "v", [{"class": "a100"}]))
     assert code == 1 and [r["field"] for r in answer["reasons"]] == ["spec.gpus[0].class"]
     # A workload naming no class is not concerned, outside pools with GPU budgets.
-    assert run_check_json(tmp_path, state, vm("tenant-b", "v", [{"name": "nvidia.com/x"}]))[0] == 0
+    assert run_check_json(tmp_path, [*state, tenant("b")], vm("tenant-b", "v", [{"name": "nvidia.com/x"}]))[0] == 0
 
 
 def test_the_reviewers_no_gpuclass_case_through_the_cli(tmp_path):

@@ -27,6 +27,25 @@ from .tree import is_malformed_tenant_namespace, owned_namespace
 
 
 def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
+    """`_check_write`, with the fields the app's schema refuses first
+    (`cozyrender.appspec`: an unknown field with the one meant, a wrong
+    type), as the API server refuses them under strict field validation. A
+    spec the rules cannot read at all stays a ShapeError (bad input)."""
+    decision = _check_write(state, obj, platform_vgpu)
+    if isinstance(obj.get("kind"), str) and api_group_is_apps(obj):
+        from cozyrender.appspec import spec_problems
+
+        refused = tuple(Reason(field, message) for field, message in spec_problems(obj))
+        if refused:
+            return Decision(refused + decision.reasons, decision.warnings)
+    return decision
+
+
+def api_group_is_apps(obj: Mapping) -> bool:
+    return any(is_apps_object(obj, kind) for kind in (TENANT, *WORKLOAD_KINDS))
+
+
+def _check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
     """Check one write against the indexed state: an update when `state`
     holds an object of the same kind, namespace and name, a create otherwise.
 

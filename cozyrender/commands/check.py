@@ -91,7 +91,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
             decision = check_write(state, written[0], platform_vgpu=override)
             missing = unknown_namespace(namespaces_held(objects), written[0])
             if missing is not None:
-                decision = Decision((missing, *decision.reasons), decision.warnings)
+                decision = Decision((*decision.reasons, missing), decision.warnings)
     say_what_was_read(objects)
     if write_file is None:
         _print_audit(findings, output)
