@@ -110,10 +110,20 @@ def _wanted_types(schema: Mapping) -> list[str]:
     return [t for t in options if isinstance(t, str)]
 
 
-def _walk(value: object, schema: Mapping, path: str) -> Iterator[tuple[str, str]]:
+def unknown_values(values: Mapping, schema: Mapping) -> Iterator[tuple[str, str]]:
+    """(path, message) for each key of a chart's `values` that its values
+    schema does not know (`template`, `flux`: Helm renders them silently), with
+    the known key nearest; types are Helm's own check."""
+    for path, message in _walk(values, schema, "", types=False):
+        yield path.lstrip("."), message.replace("did you mean .", "did you mean ")
+
+
+def _walk(value: object, schema: Mapping, path: str, types: bool = True) -> Iterator[tuple[str, str]]:
     if value is None:
         return  # null: Kubernetes drops it (a nullable field, or one the defaults fill)
     wanted = _wanted_types(schema)
+    if not types and wanted and not any(_fits(value, t) for t in wanted):
+        return
     if wanted and not any(_fits(value, t) for t in wanted):
         yield path, (f"Invalid value: {_type_of(value)}: must be of type {' or '.join(wanted)}")
         return
@@ -124,9 +134,9 @@ def _walk(value: object, schema: Mapping, path: str) -> Iterator[tuple[str, str]
         for key, item in value.items():
             where = f"{path}.{key}" if _plain(key) else f'{path}["{key}"]'
             if isinstance(properties, Mapping) and key in properties:
-                yield from _walk(item, properties[key], where)
+                yield from _walk(item, properties[key], where, types)
             elif isinstance(extra, Mapping):
-                yield from _walk(item, extra, where)
+                yield from _walk(item, extra, where, types)
             elif isinstance(properties, Mapping) and (properties or extra is False):
                 near = closest(str(key), properties, NEAR_EDITS)
                 if keeps and near is None:
@@ -135,7 +145,7 @@ def _walk(value: object, schema: Mapping, path: str) -> Iterator[tuple[str, str]
                 yield where, f"unknown field{hint}"
     elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
         for index, item in enumerate(value):
-            yield from _walk(item, schema["items"], f"{path}[{index}]")
+            yield from _walk(item, schema["items"], f"{path}[{index}]", types)
 
 
 def _plain(key: object) -> bool:

@@ -59,3 +59,28 @@ def agreed_entitlement(sources: dict[str, bool | None]) -> tuple[bool | None, st
         return next(iter(present.values())), None
     said = ", ".join(f"{name} says {label_value(value)}" for name, value in sorted(present.items()))
     return False, f"the platform's vGPU sources disagree ({said}): treated as off until they agree"
+
+
+def broken_link(values: dict, namespace: str) -> str | None:
+    """Why a tenant rendered with `values` into release namespace `namespace`
+    (its parent's) is not entitled although it asks for vGPU (`gpu.vgpu`
+    true): the link of the chain that breaks it, in words; None when it does
+    not ask, or when the chain holds."""
+    gpu = values.get("gpu") if isinstance(values.get("gpu"), dict) else {}
+    if flag_value(gpu.get("vgpu")) is not True:
+        return None
+    parent_values = values.get("_namespace") if isinstance(values.get("_namespace"), dict) else {}
+    cluster = values.get("_cluster") if isinstance(values.get("_cluster"), dict) else {}
+    parent = flag_value(parent_values.get("vgpu"))
+    if parent is True:
+        return None
+    how = (f"give the parent's values with --parent-values FILE (FILE: `kubectl get secret cozystack-values "
+           f"-n {namespace} -o yaml`, or a state export holding it)")
+    if parent is None:
+        return (f"gpu.vgpu is true, but the parent's entitlement (_namespace.vgpu, from {namespace}'s cozystack-values "
+                f"Secret) is not in the values: rendered not entitled; {how}")
+    if flag_value(cluster.get("gpu-vgpu")) is False:
+        return (f"gpu.vgpu is true, but the platform's gpu.vgpu is off (_cluster.gpu-vgpu: false): no tenant is "
+                f"entitled until the platform turns it on")
+    return (f"gpu.vgpu is true, but the parent {namespace} is not entitled (_namespace.vgpu: false): a tenant is "
+            f"entitled only when its parent is; entitle {namespace} first (its own gpu.vgpu, up the chain)")

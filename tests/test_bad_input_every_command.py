@@ -94,8 +94,10 @@ EXIT = {"post-render": 1}
 
 # Other arguments a file parameter needs: {command: {parameter name: argv with {F}}}.
 BASE: dict[str, dict[str, list[str]]] = {
-    "template": {"values_files": [*CHART, "-f", "{F}"], "set_file": [*CHART, "--set-file", "x={F}"]},
+    "template": {"values_files": [*CHART, "-f", "{F}"], "set_file": [*CHART, "--set-file", "x={F}"],
+                 "parent_values": [*CHART, "--parent-values", "{F}"]},
     "flux": {"values_files": [*CHART, "-f", "{F}"], "set_file": [*CHART, "--set-file", "x={F}"],
+             "parent_values": [*CHART, "--parent-values", "{F}"],
              "helmrelease": ["--helmrelease", "{F}"]},
     "check": {"write_files": ["--state", str(BUDGET_STATE), "--write", "{F}"]},
     "gpuclass validate": {"old_files": [str(CLASS), "--old", "{F}"], "crd_path": [str(CLASS), "--crd", "{F}"]},
@@ -297,6 +299,19 @@ TYPOS = {
                                   (*NEAR_MISS_WORDS, "'a100.gpuclass.cozystack.io/devices'?"), "err"),
     "post-render-near-miss-key-log": (["post-render"], None, QUOTA_NEAR_MISS, 0,
                                       (*NEAR_MISS_WORDS, "'a100.gpuclass.cozystack.io/devices'?"), "log"),
+    "template-unknown-value": ([*CHART, "--set", "gpu.vpgu=true"], None, None, 0,
+                               ("values: gpu.vpgu: not in the chart's values schema", "did you mean gpu.vgpu?"), "err"),
+    "template-unknown-value-quota": ([*CHART, "--set", "resourceQuota.cpu=4"], None, None, 0,
+                                     ("values: resourceQuota: not in", "did you mean resourceQuotas?"), "err"),
+    "flux-unknown-value": (["flux", *CHART, "--set", "gpu.vpgu=true"], None, None, 0,
+                           ("values: gpu.vpgu: not in the chart's values schema", "did you mean gpu.vgpu?"), "err"),
+    "template-vgpu-without-parent": (["tenant-x", str(ROOT / "charts" / "tenant"), "-n", "tenant-root", "--set",
+                                      "gpu.vgpu=true"], None, None, 0,
+                                     ("vGPU: gpu.vgpu is true, but the parent's entitlement (_namespace.vgpu",
+                                      "--parent-values"), "err"),
+    "flux-vgpu-parent-not-entitled": (["flux", "tenant-x", str(ROOT / "charts" / "tenant"), "-n", "tenant-root", "--set",
+                                       "gpu.vgpu=true", "--set", "_namespace.vgpu=false"], None, None, 0,
+                                      ("vGPU: gpu.vgpu is true, but the parent tenant-root is not entitled",), "err"),
     "template-near-miss-key": ([*CHART, "--set", "resourceQuotas.gpuclas\\.cozystack\\.io/devices=2"], None, None,
                                0, (*NEAR_MISS_WORDS, "'limits.gpuclass.cozystack.io/devices'?"), "err"),
 }
@@ -305,7 +320,7 @@ TYPOS = {
 @pytest.mark.parametrize("case", sorted(TYPOS))
 def test_a_typo_is_named_never_green(case, tmp_path):
     argv, text, stdin, code, words, where = TYPOS[case]
-    if argv[0] == "tenant-a":
+    if argv[0] in ("tenant-a", "tenant-x"):
         argv = ["template", *argv]
     target = tmp_path / "write.yaml"
     if text is not None:

@@ -273,7 +273,7 @@ def test_a_write_with_no_growth_is_always_admitted(objects, data):
 
     def shrink(pool: dict) -> dict:
         shrunk = [dict(entry, count=data.draw(st.integers(0, entry["count"]))) for entry in pool["gpus"]]
-        new = dict(pool, gpus=data.draw(st.permutations(shrunk)), memory="8Gi")
+        new = dict(pool, gpus=data.draw(st.permutations(shrunk)), instanceType="u1.large")  # a change that is not a GPU
         if "maxReplicas" in pool:
             new["maxReplicas"] = data.draw(st.integers(0, pool["maxReplicas"]))
         return new

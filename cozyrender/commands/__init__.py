@@ -415,7 +415,8 @@ def state_options(function: Callable) -> Callable:
 
 def values_options(function: Callable) -> Callable:
     """Helm's values flags; the command receives values_files, sets,
-    set_string, set_json and set_file (pass them to `user_values`)."""
+    set_string, set_json and set_file (pass them to `user_values`), and
+    parent_values (`parent_values`)."""
     for decorator in reversed((
         click.option("-f", "--values", "values_files", multiple=True, metavar="FILE",
                      help="A values file ('-' for standard input); repeat to merge, later files win."),
@@ -427,6 +428,10 @@ def values_options(function: Callable) -> Callable:
                      help="As --set, each value a JSON document (or a whole JSON object)."),
         click.option("--set-file", "set_file", multiple=True, metavar="KEY=PATH",
                      help="As --set, each value read from a file."),
+        click.option("--parent-values", "parent_values", metavar="FILE",
+                     help="The parent's values, as Flux's valuesFrom gives them: the cozystack-values Secret of "
+                          "the release namespace, found in FILE (`kubectl get secret cozystack-values -n NAMESPACE "
+                          "-o yaml`, or a state export); applied before the -f files."),
     )):
         function = decorator(function)
     return function
@@ -469,3 +474,59 @@ def examples(*lines: str) -> str:
     """An `Examples:` epilog for `--help`, lines kept as written."""
     body = "\n".join(f"  {line}" for line in lines)
     return f"\b\nExamples:\n{body}"
+
+
+def parent_values(path: str | None, namespace: str) -> dict[str, Any]:
+    """The values of the `cozystack-values` Secret of `namespace` in the
+    objects of `path` (a Secret as `kubectl get secret -o yaml` writes it, or
+    a state export): what a sub-tenant's release gets through Flux's
+    valuesFrom. Empty for no path."""
+    if path is None:
+        return {}
+    from cozyrender.state import StateError, parse_documents
+    from cozyrender.values_secret import SECRET_NAME, ValuesSecretError, is_values_secret, read_values
+
+    name = source_name(path)
+    try:
+        objects = parse_documents(read_text(path), name)
+    except StateError as err:
+        fail(str(err))
+    except RecursionError:
+        fail(f"{name}: nested too deeply to read (hundreds of levels)")
+    found = [obj for obj in objects if is_values_secret(obj, namespace)]
+    if len(found) != 1:
+        held = sorted({str((obj.get("metadata") or {}).get("namespace")) for obj in objects
+                       if is_values_secret(obj)})
+        where = f" (it holds the ones of {', '.join(held)})" if held else ""
+        fail(f"{name}: {'no' if not found else 'more than one'} {SECRET_NAME} Secret in namespace {namespace}{where}; "
+             f"give `kubectl get secret {SECRET_NAME} -n {namespace} -o yaml`")
+    try:
+        return read_values(found[0])
+    except ValuesSecretError as err:
+        fail(f"{name}: Secret {namespace}/{SECRET_NAME}: {err}")
+
+
+def values_warnings(chart: str, values: dict[str, Any], namespace: str) -> None:
+    """Warnings about the values a chart is rendered with: each key its
+    values schema does not know, with the key meant (Helm renders them
+    silently), and, for a tenant asking for vGPU that the chain does not
+    entitle, the link that breaks it."""
+    import json as _json
+
+    from cozyrender.appspec import unknown_values
+    from cozyrender.entitlement import broken_link
+
+    schema_file = Path(chart) / "values.schema.json"
+    if schema_file.is_file():
+        try:
+            schema = _json.loads(schema_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            schema = None
+        if isinstance(schema, dict):
+            for path, message in unknown_values(values, schema):
+                if not path.startswith("_"):  # the platform's values: open-ended
+                    warn(f"values: {path}: not in the chart's values schema: {message}")
+    if (Path(chart) / "templates" / "namespace.yaml").is_file() or Path(chart).name == "tenant":
+        link = broken_link(values, namespace)
+        if link is not None:
+            warn(f"vGPU: {link}")

@@ -81,8 +81,8 @@ def _release_and_chart(args: Sequence[str], helmrelease: str | None) -> tuple[st
 @output_option("yaml", "json", default="yaml", help="yaml (default) or json: how the entry is printed.")
 def command(args: tuple[str, ...], namespace: str | None, values_files: tuple[str, ...],
             sets: tuple[str, ...], set_string: tuple[str, ...], set_json: tuple[str, ...],
-            set_file: tuple[str, ...], helmrelease: str | None, chart_dir: str | None,
-            check: bool, output: str) -> None:
+            set_file: tuple[str, ...], parent_values: str | None, helmrelease: str | None,
+            chart_dir: str | None, check: bool, output: str) -> None:
     """Print Flux postRenderers (kustomize patches) that post-render CHART as
     `cozyrender post-render` does, for release RELEASE in NAMESPACE.
 
@@ -120,7 +120,9 @@ def command(args: tuple[str, ...], namespace: str | None, values_files: tuple[st
         except flux.FluxError as err:
             fail(str(err))
     checkout = _checkout(helmrelease, chart_dir) if stream else None
-    values = (values_files, sets, set_string, set_json, set_file)
+    if [*values_files, helmrelease, parent_values].count(STDIN) > 1:
+        fail("standard input ('-') can be given only once")
+    values = (values_files, sets, set_string, set_json, set_file, parent_values)
     if check and stream is not None and release is None and chart is None:
         try:
             releases = flux.identities(stream)
@@ -140,13 +142,18 @@ def _derive(release, namespace, chart, stream, checkout, values, quiet: bool = F
     """(the HelmRelease or None, the entry written into it or None, the patch
     count, the derived entry) for one release; warnings said as they come."""
     from cozyrender import flux
+    from cozyrender.commands import parent_values as parent_layer, values_warnings
+    from cozyrender.render.values import merge_values
 
-    values_files, sets, set_string, set_json, set_file = values
+    values_files, sets, set_string, set_json, set_file, parent = values
     try:
-        target = flux.resolve(release, namespace, chart, stream, checkout, values_given=bool(values_files))
+        target = flux.resolve(release, namespace, chart, stream, checkout,
+                              values_given=bool(values_files) or parent is not None)
         for note in target.notes:
             warn(note)
-        merged = user_values(values_files, sets, set_string, set_json, set_file, target.inline)
+        merged = merge_values(parent_layer(parent, target.namespace),
+                              user_values(values_files, sets, set_string, set_json, set_file, target.inline))
+        values_warnings(str(target.chart), merged, target.namespace)
         raw = flux.render_values(target.chart, merged, target.release, target.namespace)
         derived = flux.derive(raw)
     except flux.FluxError as err:

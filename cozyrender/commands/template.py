@@ -8,7 +8,8 @@ import time
 
 import click
 
-from cozyrender.commands import examples, fail, user_values, values_options, warn
+from cozyrender.commands import examples, fail, user_values, values_options, values_warnings, warn
+from cozyrender.commands import parent_values as parent_layer
 
 DEFAULT_RELEASE = "release-name"  # helm template's name when none is given
 
@@ -69,6 +70,8 @@ def _chart_name(path) -> str:
 
 @click.command("template", epilog=examples(
     "cozyrender template tenant-a charts/tenant -n tenant-root --set gpu.vgpu=true",
+    "kubectl get secret cozystack-values -n tenant-a -o yaml > parent.yaml     # the parent's values",
+    "cozyrender template b charts/tenant -n tenant-a --parent-values parent.yaml --set gpu.vgpu=true",
     "cozyrender template tenant-a charts/tenant -n tenant-root -f values.yaml --raw",
     "cozyrender template tenant-a tenant -n tenant-root      # the chart bundled with cozyrender",
     "helm get values tenant-a -n tenant-root -o yaml | cozyrender template tenant-a charts/tenant -n tenant-root -f -",
@@ -85,8 +88,8 @@ def _chart_name(path) -> str:
 @click.option("--raw", is_flag=True, help="Print Helm's output without post-rendering it.")
 def command(names: tuple[str, ...], namespace: str, generate_name: bool, values_files: tuple[str, ...],
             sets: tuple[str, ...], set_string: tuple[str, ...], set_json: tuple[str, ...],
-            set_file: tuple[str, ...], api_versions: tuple[str, ...], kube_version: str | None,
-            raw: bool) -> None:
+            set_file: tuple[str, ...], parent_values: str | None, api_versions: tuple[str, ...],
+            kube_version: str | None, raw: bool) -> None:
     """Render CHART as `helm template [RELEASE] CHART -n NAMESPACE` would, then post-render it.
 
     CHART is a chart folder or archive, or `tenant` / `cozystack-basics` for the
@@ -98,7 +101,11 @@ def command(names: tuple[str, ...], namespace: str, generate_name: bool, values_
     from cozyrender.render import Capabilities, RenderError, template
 
     release, chart = release_and_chart(names, generate_name)
-    values = user_values(values_files, sets, set_string, set_json, set_file)
+    from cozyrender.render.values import merge_values
+
+    values = merge_values(parent_layer(parent_values, namespace),
+                          user_values(values_files, sets, set_string, set_json, set_file))
+    values_warnings(chart, values, namespace)
     capabilities = Capabilities(
         tuple(v.strip() for item in api_versions for v in item.split(",") if v.strip()), kube_version)
     try:
