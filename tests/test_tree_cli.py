@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import pytest
+from pathlib import Path
 
 from tests.conftest import ROOT
 
@@ -223,4 +224,52 @@ def test_a_live_cluster_gives_the_tree_of_what_it_holds(cluster, tmp_path):
                              capture_output=True, text=True, cwd=tmp_path)
     assert offline.returncode == 0, offline.stderr
     assert _json.loads(live.stdout) == _json.loads(offline.stdout)
-    assert _json.loads(live.stdout)["tenants"]
+    # The tenant created above is in the tree read from the cluster, with its budget
+    # (issue 27 item 8: equal trees alone would pass over a cluster read as empty).
+    tenants = {t["namespace"]: t for t in _json.loads(live.stdout)["tenants"]}
+    created = tenants["tenant-treeview"]
+    assert created["tenant"] == "treeview" and created["createdIn"] == "tenant-root"
+    budgets = {k["key"]: k["budget"] for k in created["keys"]}
+    assert budgets["gpuclass.cozystack.io/devices"] == 3 and budgets["cpu"] == "4"
+
+
+def test_check_reads_the_cluster_as_tree_does_and_the_export_line_gives_the_same_state(cluster, tmp_path):
+    """Issue 27 item 5: `check --kubeconfig` audits the cluster itself, and the
+    one export line the help and docs give (run by bash with the pinned
+    kubectl) writes a file `check --state` answers the same from."""
+    import json as _json
+
+    from cozyrender.kube.client import state_export
+    from tests.conftest import BIN
+
+    cluster.kubectl("apply", "-f", "-", input=json.dumps({
+        "apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Tenant",
+        "metadata": {"name": "exported", "namespace": "tenant-root"},
+        "spec": {"resourceQuotas": {"gpuclass.cozystack.io/devices": 2}}}))
+    write = tmp_path / "vm.yaml"
+    write.write_text(json.dumps({"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "VMInstance",
+                                 "metadata": {"name": "big", "namespace": "tenant-exported"},
+                                 "spec": {"gpus": [{"name": "nvidia.com/x"}, {"name": "nvidia.com/y"}]}}))
+    live = subprocess.run([sys.executable, "-m", "cozyrender", "check", "--kubeconfig", str(cluster.kubeconfig),
+                           "-o", "json"], capture_output=True, text=True, cwd=tmp_path)
+    assert live.returncode in (0, 1), live.stderr
+    assert live.stderr.startswith(f"cozyrender check: read the cluster of {cluster.kubeconfig} (") and "Tenant" in live.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "kubectl").symlink_to(Path(os.environ.get("COZYRENDER_KUBECTL") or BIN / "kubectl"))
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    exported = subprocess.run(["bash", "-c", f"{state_export()} > live.yaml"], capture_output=True, text=True,
+                              cwd=tmp_path, env=env, timeout=120)
+    assert exported.returncode == 0, exported.stderr
+    offline = subprocess.run([sys.executable, "-m", "cozyrender", "check", "--state", "live.yaml", "-o", "json"],
+                             capture_output=True, text=True, cwd=tmp_path)
+    assert offline.returncode == live.returncode, offline.stderr
+    assert _json.loads(offline.stdout) == _json.loads(live.stdout)
+    assert "Tenant" in offline.stderr and "Namespace" in offline.stderr
+    # One write, against the cluster and against the export: the same answer, naming the namespace's pool.
+    answers = [subprocess.run([sys.executable, "-m", "cozyrender", "check", *source, "--write", str(write), "-o", "json"],
+                              capture_output=True, text=True, cwd=tmp_path) for source in
+               (["--kubeconfig", str(cluster.kubeconfig)], ["--state", "live.yaml"])]
+    assert [a.returncode for a in answers] == [1, 1], [a.stderr for a in answers]
+    assert _json.loads(answers[0].stdout) == _json.loads(answers[1].stdout)
+    assert "tenant-exported" in answers[0].stdout

@@ -119,12 +119,16 @@ def test_twenty_concurrent_creates_into_a_budget_of_ten_admit_exactly_ten(cluste
         return status
 
     writes_before = sum(webhook_metric(cluster, i, "cozyrender_webhook_ledger_writes_total") for i in (0, 1))
+    decisions = 'cozyrender_webhook_decisions_total{kind="VMInstance"'
+    decided_before = [webhook_metric(cluster, i, decisions) for i in (0, 1)]
     with ThreadPoolExecutor(20) as pool:
         statuses = list(pool.map(create, names))
     assert statuses.count(201) == 10
     assert len(stored(api, namespace)) == 10
-    decided = [webhook_metric(cluster, i, 'cozyrender_webhook_decisions_total{kind="VMInstance"') for i in (0, 1)]
-    assert all(count > 0 for count in decided), decided  # both replicas took part
+    # Both replicas took part in this round (the counters are cumulative: a total
+    # above 0 would hold in every round after the first whatever this one did).
+    decided = [webhook_metric(cluster, i, decisions) - decided_before[i] for i in (0, 1)]
+    assert all(count > 0 for count in decided), decided
     # Exactly the admitted creates were reserved in the ledger, whichever replica took them.
     writes = sum(webhook_metric(cluster, i, "cozyrender_webhook_ledger_writes_total") for i in (0, 1))
     assert writes - writes_before == 10
@@ -185,11 +189,15 @@ def test_with_the_webhook_down_writes_are_refused_and_nothing_is_lost(cluster, a
     try:
         status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "new", 1))
         assert status >= 400 and "budgets.cozyrender.io" in body["message"], body
+        assert "failed calling webhook" in body["message"], body  # refused because the webhook is unreachable
         kept = stored(api, namespace)
         assert [o["metadata"]["name"] for o in kept] == ["kept"]
         kept[0]["spec"]["gpus"][0]["count"] = 2
         status, body = api.replace(apps_path("vminstances", namespace, "kept"), kept[0])
-        assert status >= 400, body
+        # Refused by the webhook's failurePolicy (Fail), not for another reason
+        # (a conflict, a schema error): the message names the webhook and the failed call.
+        assert status >= 400 and "budgets.cozyrender.io" in body["message"], body
+        assert "failed calling webhook" in body["message"], body
     finally:
         for replica in (0, 1):
             cluster.start_webhook(replica)
