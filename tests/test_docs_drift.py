@@ -116,6 +116,16 @@ def test_every_export_line_in_help_and_messages_is_the_generated_one():
     assert sources == []
 
 
+def test_every_catalog_export_is_the_generated_one():
+    from cozyrender.kube.client import catalog_export
+
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "cozyrender").rglob("*.py"))]
+    lines = [(str(path.relative_to(ROOT)), line) for path in files for line in path.read_text().splitlines()
+             if re.search(r"kubectl get nodes\b", line)]
+    assert len(lines) >= 2
+    assert [(path, line) for path, line in lines if catalog_export() not in line] == []
+
+
 def test_the_bad_input_message_gives_the_export(tmp_path):
     (tmp_path / "ns.yaml").write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: tenant-root}\n")
     result = subprocess.run([sys.executable, "-m", "cozyrender", "check", "--state", str(tmp_path)],

@@ -11,16 +11,17 @@ from cozyrender.commands import (
     emit, examples, load_state, output_option, require_kinds, say_what_was_read, state_errors,
 )
 from cozyrender.commands.columns import Column, render
+from cozyrender.kube.client import catalog_export
 
 
 @click.command("catalog", epilog=examples(
     "cozyrender catalog --state state.yaml",
-    "kubectl get nodes,pods,gpuclasses -A -o yaml | cozyrender catalog --state -",
+    f"{catalog_export()} | cozyrender catalog --state -",
     "cozyrender catalog --state examples/cluster -o wide   # with source kind, license, tolerations",
     "cozyrender catalog --state examples/cluster -o json"))
 @click.option("--state", "state_paths", multiple=True, required=True, metavar="PATH",
               help="A file or folder of YAML/JSON with Nodes, Pods and GPUClasses "
-                   "(as `kubectl get nodes,pods,gpuclasses -A -o yaml` writes them), "
+                   f"(as `{catalog_export()}` writes them), "
                    "'-' for standard input; repeatable.")
 @output_option("table", "wide", "json", "yaml")
 def command(state_paths: tuple[str, ...], output: str) -> None:
@@ -32,7 +33,7 @@ def command(state_paths: tuple[str, ...], output: str) -> None:
         objects = load_state(state_paths)
         loaded.append(objects)
         require_kinds(objects, "object", why="the catalog lists the GPU classes of a cluster's objects "
-                      "(kubectl get nodes,pods,gpuclasses -A -o yaml)")
+                      f"({catalog_export()})")
         rows = catalog_rows(objects, validate=_crd_problem())
     say_what_was_read(objects)
     if output == "json":

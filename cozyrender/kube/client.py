@@ -79,6 +79,16 @@ def state_export() -> str:
             f"-n {ROOT_NAMESPACE} --ignore-not-found -o yaml; }}")
 
 
+# What `catalog` reads: the GPU classes and where their devices are (Nodes'
+# allocatable, the Pods holding them), for the catalog's free units.
+CATALOG_READS = ("nodes", "pods", "gpuclasses")
+
+
+def catalog_export() -> str:
+    """The one kubectl line that exports what `catalog` reads (help, messages, docs)."""
+    return f"kubectl get {','.join(CATALOG_READS)} -A -o yaml"
+
+
 _RESOURCES: dict[Watched, type] = {}
 
 
