@@ -293,6 +293,8 @@ TYPOS = {
     "check-namespace-not-in-state": (["check", "--state", str(BUDGET_STATE), "--write", "{T}"], VM_TYPO_NAMESPACE,
                                      None, 1, ("metadata.namespace", "'tenant-acme-lm' is not in the state",
                                                "did you mean tenant-acme-ml?"), "out"),
+    "check-audit-unknown-field-gpu": (["check", "--state", str(BUDGET_STATE), "{T}"], VM_GPU_TYPO, None, 1,
+                                      ("schema", "spec.gpu", "unknown field; did you mean spec.gpus?"), "out"),
     "check-write-near-miss-key": (["check", "--state", str(BUDGET_STATE), "--write", "{T}"], TENANT_NEAR_MISS,
                                   None, 0, (*NEAR_MISS_WORDS, "'gpuclass.cozystack.io/devices'?"), "out"),
     "post-render-near-miss-key": (["post-render"], None, QUOTA_NEAR_MISS, 0,

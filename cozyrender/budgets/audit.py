@@ -217,3 +217,25 @@ def _escapes(state: BudgetState, namespace: str) -> list[Finding]:
             object=_tenant(declaration),
         ))
     return findings
+
+
+def with_spec_findings(findings: list[Finding], objects) -> list[Finding]:
+    """`findings` and, for each apps object of the state, each field its app's
+    schema refuses (`cozyrender.appspec`: an unknown field such as `spec.gpu`,
+    which reserves nothing; a wrong type) as an error, in the audit's order: a
+    state kept in Git is audited as its writes would be checked."""
+    from cozyrender.appspec import spec_problems
+
+    from .model import APPS_GROUP, api_group
+
+    extra = []
+    for obj in objects:
+        if not isinstance(obj, dict) or api_group(obj) != APPS_GROUP:
+            continue
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        for field, message in spec_problems(obj):
+            extra.append(Finding(ERROR, "schema", str(meta.get("namespace") or ""), field,
+                                 f"{obj.get('kind')} {meta.get('namespace')}/{meta.get('name')}: {message}",
+                                 object=(str(obj.get("kind")), str(meta.get("namespace") or ""),
+                                         str(meta.get("name") or ""))))
+    return sorted([*findings, *extra], key=_sort_key) if extra else findings

@@ -52,6 +52,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
     """Check a write against the GPU budgets and GPU classes of a state, or
     audit the whole state when no --write is given."""
     from cozyrender.budgets import ERROR, Decision, audit, check_write, index_state
+    from cozyrender.budgets.audit import with_spec_findings
     from cozyrender.budgets.write import namespaces_held, unknown_namespace
     from cozyrender.state import StateError, parse_documents
 
@@ -80,7 +81,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
         state = index_state(objects)  # a malformed object first: the more precise error
         if write_file is None:
             _require_state(objects, None)
-            findings = audit(state)
+            findings = with_spec_findings(audit(state), objects)
         else:
             written = parse_documents(read_text(write_file), source_name(write_file))
             loaded.append(written)
