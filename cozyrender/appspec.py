@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Iterator, Mapping
 from functools import cache
 from pathlib import Path
@@ -74,7 +75,10 @@ def spec_problems(obj: Mapping) -> Iterator[tuple[str, str]]:
     yield from _walk(spec, spec_schema(kind), "spec")
 
 
-_JSON_TYPES = {"object": Mapping, "array": list, "string": str, "boolean": bool}
+# Objects are plain JSON (dicts and lists): exact types, not the ABCs (the
+# walk runs on every admission).
+_JSON_TYPES = {"object": dict, "array": list, "string": str, "boolean": bool}
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+\Z")
 
 
 def _type_of(value: object) -> str:
@@ -90,7 +94,7 @@ def _type_of(value: object) -> str:
         return "string"
     if isinstance(value, list):
         return "array"
-    return "object" if isinstance(value, Mapping) else type(value).__name__
+    return "object" if isinstance(value, dict) else type(value).__name__
 
 
 def _fits(value: object, wanted: str) -> bool:
@@ -106,7 +110,7 @@ def _fits(value: object, wanted: str) -> bool:
 def _wanted_types(schema: Mapping) -> list[str]:
     if "type" in schema:
         return [schema["type"]] if isinstance(schema["type"], str) else list(schema["type"])
-    options = [option.get("type") for option in schema.get("anyOf", ()) if isinstance(option, Mapping)]
+    options = [option.get("type") for option in schema.get("anyOf", ()) if isinstance(option, dict)]
     return [t for t in options if isinstance(t, str)]
 
 
@@ -114,7 +118,7 @@ def unknown_values(values: Mapping, schema: Mapping) -> Iterator[tuple[str, str]
     """(path, message) for each key of a chart's `values` that its values
     schema does not know (`template`, `flux`: Helm renders them silently), with
     the known key nearest; types are Helm's own check."""
-    for path, message in _walk(values, schema, "", types=False):
+    for path, message in _walk(dict(values), schema, "", types=False):
         yield path.lstrip("."), message.replace("did you mean .", "did you mean ")
 
 
@@ -127,26 +131,26 @@ def _walk(value: object, schema: Mapping, path: str, types: bool = True) -> Iter
     if wanted and not any(_fits(value, t) for t in wanted):
         yield path, (f"Invalid value: {_type_of(value)}: must be of type {' or '.join(wanted)}")
         return
-    if isinstance(value, Mapping):
+    if isinstance(value, dict):
         properties = schema.get("properties")
         extra = schema.get("additionalProperties")
         keeps = schema.get("x-kubernetes-preserve-unknown-fields") is True
         for key, item in value.items():
             where = f"{path}.{key}" if _plain(key) else f'{path}["{key}"]'
-            if isinstance(properties, Mapping) and key in properties:
+            if isinstance(properties, dict) and key in properties:
                 yield from _walk(item, properties[key], where, types)
-            elif isinstance(extra, Mapping):
+            elif isinstance(extra, dict):
                 yield from _walk(item, extra, where, types)
-            elif isinstance(properties, Mapping) and (properties or extra is False):
+            elif isinstance(properties, dict) and (properties or extra is False):
                 near = closest(str(key), properties, NEAR_EDITS)
                 if keeps and near is None:
                     continue
                 hint = f"; did you mean {path}.{near}?" if near else f" (known: {', '.join(sorted(properties))})"
                 yield where, f"unknown field{hint}"
-    elif isinstance(value, list) and isinstance(schema.get("items"), Mapping):
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for index, item in enumerate(value):
             yield from _walk(item, schema["items"], f"{path}[{index}]", types)
 
 
 def _plain(key: object) -> bool:
-    return isinstance(key, str) and key.replace("-", "").replace("_", "").isalnum()
+    return isinstance(key, str) and _PLAIN_KEY.match(key) is not None
