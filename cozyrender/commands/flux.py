@@ -153,7 +153,6 @@ def _derive(release, namespace, chart, stream, checkout, values, quiet: bool = F
             warn(note)
         merged = merge_values(parent_layer(parent, target.namespace),
                               user_values(values_files, sets, set_string, set_json, set_file, target.inline))
-        values_warnings(str(target.chart), merged, target.namespace)
         raw = flux.render_values(target.chart, merged, target.release, target.namespace)
         derived = flux.derive(raw)
     except flux.FluxError as err:
@@ -164,6 +163,7 @@ def _derive(release, namespace, chart, stream, checkout, values, quiet: bool = F
         warn(f"post-render: {warning}")
     hr = target.helmrelease
     if hr is None:
+        values_warnings(str(target.chart), merged, target.namespace)  # once the answer stands: no warning before an error
         return None, None, len(derived.patches), derived
     try:
         written = flux.write_entry(hr, derived.post_renderers)
@@ -173,6 +173,7 @@ def _derive(release, namespace, chart, stream, checkout, values, quiet: bool = F
         fail(f"{hr.path}: {hr.label()}: nested too deeply to read (hundreds of levels)")
     for warning in written.warnings:
         warn(warning)
+    values_warnings(str(target.chart), merged, target.namespace)
     return hr, written, len(derived.patches), derived
 
 

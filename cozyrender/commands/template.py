@@ -105,7 +105,6 @@ def command(names: tuple[str, ...], namespace: str, generate_name: bool, values_
 
     values = merge_values(parent_layer(parent_values, namespace),
                           user_values(values_files, sets, set_string, set_json, set_file))
-    values_warnings(chart, values, namespace)
     capabilities = Capabilities(
         tuple(v.strip() for item in api_versions for v in item.split(",") if v.strip()), kube_version)
     try:
@@ -114,5 +113,6 @@ def command(names: tuple[str, ...], namespace: str, generate_name: bool, values_
         fail(str(err))
     if not raw:
         data = post_render_bytes(data)
+    values_warnings(chart, values, namespace)  # once the render stands: no warning before an error
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
