@@ -9,11 +9,12 @@ takes `class` and `count` beside `name`):
 
 - Tenant: the `tenant` chart's own values.schema.json (charts/tenant), less
   the values the platform passes (`_cluster`, `_namespace`);
-- VMInstance, Kubernetes: Cozystack's vm-instance and kubernetes values
-  schemas (cozyrender/schemas/apps/, descriptions stripped);
-- KubernetesNodes: the fields the rules read (schemas/apps/kubernetesnodes.json
-  says why), other fields kept; an unknown field within two edits of a
-  listed one is refused as its typo.
+- VMInstance, KubernetesNodes, Kubernetes: Cozystack's vm-instance,
+  kubernetes-nodes and kubernetes values schemas (cozyrender/schemas/apps/,
+  descriptions stripped; see cozyrender/schemas/README.md).
+
+A schema node marked `x-kubernetes-preserve-unknown-fields` keeps unknown
+fields, except one within two edits of a declared field (its typo).
 
 Only what decides a field's place and type is read: `properties`,
 `additionalProperties`, `items`, `type`, `anyOf` of types (int-or-string),
