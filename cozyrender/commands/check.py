@@ -19,7 +19,7 @@ from cozyrender.commands import (
     cluster_options, emit, examples, fail, live_state, load_state, plural, read_text, require_budget_state,
     say_what_was_read, source_name, state_errors, state_options,
 )
-from cozyrender.commands.columns import Column, render
+from cozyrender.columns import Column, render
 from cozyrender.kube.client import state_export
 
 EXIT_OK, EXIT_REFUSED = 0, 1
