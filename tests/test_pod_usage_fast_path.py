@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from fractions import Fraction
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cozyrender.budgets.usage import pod_usage
+from cozyrender.budgets.usage import check_pod_numbers, pod_usage
 from cozyrender.kube.pods import effective_pod_resources, is_terminated
+from cozyrender.kube.shape import ShapeError
 
 QUANTITIES = st.sampled_from(["0", "1", "2", "500m", "3", "1Gi", "512Mi", "0.25"])
 NAMES = st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "hugepages-2Mi"])
@@ -99,3 +101,70 @@ def test_a_resized_pod_counts_what_it_runs_with():
            "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "1"}}}]},
            "status": {"phase": "Running", "containerStatuses": [{"name": "c", "resources": {"limits": {"cpu": "3"}}}]}}
     assert pod_usage([pod])["limits.cpu"] == 3
+
+
+# Values Python holds equal although the rule reads them differently (`true`
+# is no quantity, `1` and `1.0` are), and values of the wrong type in the
+# fields the grouping key reads: a group must never join them, so the answer
+# (figures or the error naming a pod) cannot depend on which pod comes first.
+ODD_VALUES = st.sampled_from([1, 1.0, True, "1", 0, False, "0", None, [], {}, "x", 2**70])
+
+
+@st.composite
+def odd_pods(draw) -> dict:
+    pod = draw(pods())
+    pod["status"]["phase"] = "Running"
+    container = pod["spec"]["containers"][0]
+    where = draw(st.sampled_from(["quantity", "resources", "name", "condition", "status-name", "allocated"]))
+    value = draw(ODD_VALUES)
+    if where == "quantity":
+        container["resources"] = {"limits": {"cpu": value}}
+    elif where == "resources":
+        container["resources"] = value
+    elif where == "name":
+        container["name"] = value
+    elif where == "condition":
+        pod["status"]["containerStatuses"] = [{"name": container["name"]}]
+        pod["status"]["conditions"] = [{"type": value}, {"type": "PodResizePending", "reason": "Infeasible"}]
+    elif where == "status-name":
+        pod["status"]["containerStatuses"] = [{"name": value, "resources": {"limits": {"cpu": "2"}}}]
+    else:
+        pod["status"]["containerStatuses"] = [{"name": container["name"], "allocatedResources": {"cpu": value}}]
+    return pod
+
+
+def _answer(pod_list: list[dict]):
+    """pod_usage's answer, or the error (its message names the pod and field)."""
+    try:
+        return {key: value for key, value in pod_usage(pod_list).items() if value or key == "pods"}
+    except ShapeError as err:
+        return ("error", str(err))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(pods(), odd_pods()), min_size=1, max_size=5), st.data())
+def test_grouping_never_joins_values_the_rule_reads_differently(pod_list, data):
+    for index, pod in enumerate(pod_list):
+        pod["metadata"]["name"] = f"p{index}"  # one name per pod: an error names which
+    order = data.draw(st.permutations(pod_list))
+    first, second = _answer(pod_list), _answer(order)
+    try:
+        for pod in pod_list:
+            check_pod_numbers(pod)  # as pod_usage does before it parses a figure
+        expected = {key: value for key, value in by_the_rule(pod_list).items() if value or key == "pods"}
+    except ShapeError:
+        assert first[0] == "error" and second[0] == "error"
+        return
+    assert first == expected and second == expected
+
+
+def test_a_number_and_a_boolean_are_not_one_group():
+    def pod(name: str, cpu: object) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "tenant-a"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": cpu}}}]},
+                "status": {"phase": "Running"}}
+    good, bad = pod("good", 1), pod("bad", True)
+    for order in ([good, bad], [bad, good]):
+        with pytest.raises(ShapeError, match="bad"):
+            pod_usage(order)
+    assert pod_usage([good, pod("good2", 1)])["limits.cpu"] == 2

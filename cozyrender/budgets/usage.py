@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from fractions import Fraction
-from functools import lru_cache
 
 from cozyrender.keys import QUOTA_PREFIXES
-from cozyrender.kube.pods import effective_pod_resources, is_terminated
+from cozyrender.kube.pods import effective_pod_resources, is_terminated, reading_key
 from cozyrender.kube.quantity import format_binary_quantity, format_quantity
-from cozyrender.kube.shape import ShapeError, mapping
+from cozyrender.kube.shape import mapping
 
 from .bounds import bounded_quantity, check_resources
 
@@ -91,217 +90,77 @@ def pod_usage(pods: Iterable[Mapping], keys: Collection[str] | None = None) -> U
     quota keys in `keys`, when given).
 
     Pods of one workload share their resources, so pods are grouped by the
-    fields the effective-resource rule reads and each distinct shape is
-    computed once (by `cozyrender.kube.pods`, the single implementation).
-    A malformed pod is a ShapeError naming it and the field."""
-    shapes: dict[tuple, int] = {}
-    first: dict[tuple, Mapping] = {}  # a pod of each shape, to name in an error
+    fields the effective-resource rule reads (`kube.pods.reading_key`) and
+    each group is computed once, from its first pod, by
+    `cozyrender.kube.pods` (the single implementation). A malformed pod is a
+    ShapeError naming it and the field."""
+    groups: dict[bytes, int] = {}
+    first: dict[bytes, Mapping] = {}  # the first pod of each group: what its figures are read from
     used: Usage = {}
     running = 0
     for pod in pods:
         if is_terminated(pod):
             continue
         running += 1
-        shape = _shape(pod)
-        try:
-            count = shapes.get(shape) if shape is not None else None
-        except TypeError:  # a value that is not hashable, such as a list for a quantity
-            shape = None
-        if shape is None:  # not shaped as the fast path reads it: this pod alone, checked field by field
-            check_pod_numbers(pod)
-            for key, value in _figures_of(pod).items():
-                if keys is None or key in keys:
-                    used[key] = used.get(key, Fraction(0)) + value
-            continue
-        if count is None:
-            first[shape] = pod
-            shapes[shape] = 1
-        else:
-            shapes[shape] = count + 1
+        key = reading_key(pod)
+        count = groups.get(key) if key is not None else None
+        if count is not None:
+            groups[key] = count + 1
+        elif key is not None:
+            first[key] = pod
+            groups[key] = 1
+        else:  # not as the API writes it: this pod alone, field by field
+            for name, value in _pod_figures(pod).items():
+                if keys is None or name in keys:
+                    used[name] = used.get(name, Fraction(0)) + value
     # Sum in whole nano-units (ints are far cheaper than Fractions); a figure
     # finer than that stays a Fraction.
     nanos: dict[str, int] = {}
-    for shape, count in shapes.items():
-        try:
-            whole, fine = _shape_figures(shape)
-        except ShapeError as err:  # found on the shape's stand-in pod: name a real one
-            raise err.about(first[shape]) from None
-        for key, value in whole.items():
-            if keys is None or key in keys:
-                nanos[key] = nanos.get(key, 0) + value * count
-        for key, value in fine.items():
-            if keys is None or key in keys:
-                used[key] = used.get(key, Fraction(0)) + value * count
-    for key, value in nanos.items():
-        used[key] = used.get(key, Fraction(0)) + Fraction(value, _NANO)
+    for key, count in groups.items():
+        whole, fine = _group_figures(key, first[key])
+        for name, value in whole.items():
+            if keys is None or name in keys:
+                nanos[name] = nanos.get(name, 0) + value * count
+        for name, value in fine.items():
+            if keys is None or name in keys:
+                used[name] = used.get(name, Fraction(0)) + value * count
+    for name, value in nanos.items():
+        used[name] = used.get(name, Fraction(0)) + Fraction(value, _NANO)
     if running:
         used["pods"] = Fraction(running)
     return used
 
 
 _NANO = 10**9
+_GROUPS_KEPT = 4096  # groups' figures remembered across calls (the same workloads' pods in every namespace)
+_known_groups: dict[bytes, tuple[dict[str, int], Usage]] = {}
 
 
-class _Irregular(Exception):
-    """A pod the fast path does not read: a field of another type than the API writes."""
+def _group_figures(key: bytes, pod: Mapping) -> tuple[dict[str, int], Usage]:
+    """The figures of the pods of `reading_key` `key` (`pod` is one of
+    them), in nano-units where whole, else as Fractions; remembered for the
+    next call. A ShapeError names `pod` (an error is never remembered)."""
+    known = _known_groups.get(key)
+    if known is not None:
+        return known
+    whole: dict[str, int] = {}
+    fine: Usage = {}
+    for name, value in _pod_figures(pod).items():
+        scaled = value * _NANO
+        if scaled.denominator == 1:
+            whole[name] = scaled.numerator
+        else:
+            fine[name] = value
+    if len(_known_groups) >= _GROUPS_KEPT:
+        _known_groups.clear()
+    _known_groups[key] = whole, fine
+    return whole, fine
 
 
-def _items(value: object) -> tuple | None:
-    """A map of quantities as a hashable tuple (None when absent)."""
-    if value is None:
-        return None
-    if type(value) is not dict:
-        raise _Irregular
-    return tuple(value.items())
-
-
-def _resources(container: object) -> tuple:
-    if type(container) is not dict:
-        raise _Irregular
-    name = container.get("name")
-    if name is not None and type(name) is not str:
-        raise _Irregular
-    resources = container.get("resources")
-    if resources is None:
-        return (name, (), ())
-    if type(resources) is not dict:
-        raise _Irregular
-    limits, requests = _items(resources.get("limits")), _items(resources.get("requests"))
-    return (name, limits or (), requests or ())
-
-
-def _init_container(container: object) -> tuple:
-    resources = _resources(container)  # first: it checks that the container is a map
-    return (container.get("restartPolicy"), resources)  # type: ignore[union-attr]
-
-
-def _status_entry(entry: object) -> tuple:
-    """(name, reported limits, reported requests, allocated) of a container
-    status, each None when absent (the rule matches statuses to containers
-    by name, and skips an entry without one)."""
-    if type(entry) is not dict:
-        raise _Irregular
-    name = entry.get("name")
-    if name is not None and type(name) is not str:
-        raise _Irregular
-    resources = entry.get("resources")
-    if resources is not None and type(resources) is not dict:
-        raise _Irregular
-    limits = _items(resources.get("limits")) if resources else None
-    requests = _items(resources.get("requests")) if resources else None
-    return (name, limits, requests, _items(entry.get("allocatedResources")))
-
-
-_STATUS_LISTS = ("containerStatuses", "initContainerStatuses")
-
-
-def _statuses(status: object) -> tuple[tuple, bool]:
-    """The container statuses the rule reads (in-place resize), one tuple per
-    list of `_STATUS_LISTS` (entries in place, so an error names the right
-    one), and whether a resize is Infeasible (the first PodResizePending
-    condition says so)."""
-    if status is None:
-        return ((), ()), False
-    if type(status) is not dict:
-        raise _Irregular
-    lists = []
-    for key in _STATUS_LISTS:
-        listed = status.get(key)
-        if listed is not None and type(listed) is not list:
-            raise _Irregular
-        lists.append(tuple(map(_status_entry, listed)) if listed else ())
-    conditions = status.get("conditions")
-    if not any(lists) or conditions is None:
-        return tuple(lists), False
-    if type(conditions) is not list:
-        raise _Irregular
-    for condition in conditions:
-        if type(condition) is not dict or type(condition.get("type")) not in (str, type(None)):
-            raise _Irregular
-        if condition.get("type") == "PodResizePending":
-            reason = condition.get("reason")
-            if reason is not None and type(reason) is not str:
-                raise _Irregular
-            return tuple(lists), reason == "Infeasible"
-    return tuple(lists), False
-
-
-def _shape(pod: Mapping) -> tuple | None:
-    """Everything the effective-resource rule (`cozyrender.kube.pods`) reads
-    from a pod: its containers (names, resources, restart policies), overhead,
-    pod-level `spec.resources`, and the container statuses and resize
-    condition of in-place resize; None for a pod whose fields are not the
-    types the API writes (the caller reads it field by field, which names
-    the wrong field)."""
-    spec = pod.get("spec")
-    if spec is None:
-        return _NO_SHAPE
-    if type(spec) is not dict:
-        return None
-    containers, init_containers, overhead = spec.get("containers"), spec.get("initContainers"), spec.get("overhead")
-    if (type(containers) is not list and containers is not None) or (
-            type(init_containers) is not list and init_containers is not None
-    ) or (type(overhead) is not dict and overhead is not None):
-        return None
-    try:
-        pod_level = spec.get("resources")
-        if pod_level is not None:
-            if type(pod_level) is not dict:
-                return None
-            pod_level = (_items(pod_level.get("limits")) or (), _items(pod_level.get("requests")) or ())
-        statuses, infeasible = _statuses(pod.get("status"))
-        shape = (
-            tuple([_resources(c) for c in containers]) if containers else (),
-            tuple([_init_container(c) for c in init_containers]) if init_containers else (),
-            tuple(overhead.items()) if overhead else (),
-            pod_level,
-            statuses,
-            infeasible,
-        )
-    except _Irregular:
-        return None
-    return shape
-
-
-_NO_SHAPE: tuple = ((), (), (), None, ((), ()), False)
-
-
-def _pod_of(shape: tuple) -> dict:
-    """A pod with exactly the fields of `shape`: what the rule computes from."""
-    containers, init_containers, overhead, pod_level, statuses, infeasible = shape
-
-    def container(resources: tuple, restart_policy: str | None = None) -> dict:
-        name, limits, requests = resources
-        built: dict = {"resources": {"limits": dict(limits), "requests": dict(requests)}}
-        if name is not None:
-            built["name"] = name
-        if restart_policy is not None:
-            built["restartPolicy"] = restart_policy
-        return built
-
-    def status(entry: tuple) -> dict:
-        name, limits, requests, allocated = entry
-        built: dict = {} if name is None else {"name": name}
-        reported = {side: dict(values) for side, values in (("limits", limits), ("requests", requests))
-                    if values is not None}
-        if reported:
-            built["resources"] = reported
-        if allocated is not None:
-            built["allocatedResources"] = dict(allocated)
-        return built
-
-    spec: dict = {
-        "containers": [container(c) for c in containers],
-        "initContainers": [container(r, p) for p, r in init_containers],
-        "overhead": dict(overhead),
-    }
-    if pod_level is not None:
-        spec["resources"] = {"limits": dict(pod_level[0]), "requests": dict(pod_level[1])}
-    pod: dict = {"spec": spec}
-    if any(statuses):
-        pod["status"] = {key: [status(entry) for entry in entries] for key, entries in zip(_STATUS_LISTS, statuses)}
-        pod["status"]["conditions"] = [{"type": "PodResizePending", "reason": "Infeasible"}] if infeasible else []
-    return pod
+def _pod_figures(pod: Mapping) -> Usage:
+    """One pod's figures under quota keys, its numbers bounded first."""
+    check_pod_numbers(pod)
+    return _figures_of(pod)
 
 
 def check_pod_numbers(pod: Mapping) -> None:
@@ -347,22 +206,6 @@ def _check_sides(resources: object, pod: Mapping, at: str) -> None:
 def _figures_of(pod: Mapping) -> Usage:
     return {f"{side}.{name}": value for side in ("requests", "limits")
             for name, value in effective_pod_resources(pod, side).items()}
-
-
-@lru_cache(maxsize=4096)
-def _shape_figures(shape: tuple) -> tuple[dict[str, int], Usage]:
-    """One pod shape's figures: in nano-units where whole, else as Fractions."""
-    whole: dict[str, int] = {}
-    fine: Usage = {}
-    stand_in = _pod_of(shape)
-    check_pod_numbers(stand_in)  # the caller names the real pod
-    for key, value in _figures_of(stand_in).items():
-        scaled = value * _NANO
-        if scaled.denominator == 1:
-            whole[key] = scaled.numerator
-        else:
-            fine[key] = value
-    return whole, fine
 
 
 def usage_under(keys: Collection[str], quotas: list[Mapping] | None, pods: list[Mapping] | None) -> Usage:

@@ -46,9 +46,10 @@ class Copies:
 
     def is_new(self, obj: Mapping, identity: Identity) -> bool:
         """True for the first copy of an object, False for an identical later one."""
-        previous = self._seen.get(identity)
-        if previous is None:
-            self._seen[identity] = obj
+        seen = self._seen
+        before = len(seen)
+        previous = seen.setdefault(identity, obj)  # one lookup for the (usual) first copy
+        if len(seen) != before:
             return True
         group, kind, namespace, name = identity
         scoped = kind not in CLUSTER_SCOPED

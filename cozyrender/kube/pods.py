@@ -37,6 +37,7 @@ ShapeError naming the pod and the field. Pure functions, no I/O.
 
 from __future__ import annotations
 
+import marshal
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
@@ -55,6 +56,8 @@ def is_terminated(pod: Mapping) -> bool:
     status = pod.get("status")
     if status is None:
         return False
+    if type(status) is dict and type(status.get("phase")) is str:  # as the API writes it: no more to check
+        return status["phase"] in TERMINATED_PHASES
     return string(as_mapping(status, pod, "status"), "phase", pod, "status") in TERMINATED_PHASES
 
 
@@ -261,3 +264,67 @@ def sum_pod_resources(pods: Iterable[Mapping], side: str = "requests") -> Resour
         if not is_terminated(pod):
             _add(total, effective_pod_resources(pod, side))
     return total
+
+
+class _Irregular(Exception):
+    """A field of another type than the API writes: `reading_key` leaves the pod to the rule."""
+
+
+def _listed(value: object) -> list | tuple:
+    if value is None:
+        return ()
+    if type(value) is not list:
+        raise _Irregular
+    return value
+
+
+_STATUS_LISTS = ("containerStatuses", "initContainerStatuses")
+
+
+def reading_key(pod: Mapping) -> bytes | None:
+    """Every field `effective_pod_resources` reads from a (not terminated)
+    pod, as one key: two pods with equal keys get the same figures (or the
+    same error), so pods can be grouped by it and each group computed once.
+    The fields: the containers' and init containers' names and `resources`,
+    init containers' `restartPolicy`, `spec.overhead`, `spec.resources`, the
+    container statuses' names, `resources` and `allocatedResources`, and
+    the reason of the first PodResizePending condition. Each is taken whole,
+    whatever it holds.
+
+    The key is those values in `marshal`'s format (version 2: no
+    back-references, so equal values give equal bytes), which is exact: it
+    can be read back into the very values, types included, so `1`, `1.0`,
+    `true` and `"1"` never share a key although Python holds some of them
+    equal. Maps in another key order only make another group. Hashing bytes
+    is also far cheaper than hashing nested tuples. None for a pod whose
+    fields are not the types the API writes (a list where a map belongs, a
+    condition type that is not a string, a value marshal cannot write): the
+    caller reads that one on its own, which names the wrong field."""
+    spec, status = pod.get("spec"), pod.get("status")
+    try:
+        if spec is None:
+            read_spec: tuple | None = None
+        else:
+            read_spec = (
+                [(c.get("name"), c.get("resources")) for c in _listed(spec.get("containers"))],
+                [(c.get("name"), c.get("resources"), c.get("restartPolicy"))
+                 for c in _listed(spec.get("initContainers"))],
+                spec.get("overhead"),
+                spec.get("resources"),
+            )
+        read_status: tuple | None = None
+        if status is not None:
+            statuses = [(e.get("name"), e.get("resources"), e.get("allocatedResources"))
+                        for key in _STATUS_LISTS for e in _listed(status.get(key))]
+            resize = None
+            for condition in _listed(status.get("conditions")):  # every one a map (AttributeError)
+                kind = condition.get("type")
+                if resize is None:  # the rule reads types up to the first PodResizePending
+                    if kind is not None and type(kind) is not str:
+                        return None
+                    if kind == "PodResizePending":
+                        resize = (condition.get("reason"),)
+            read_status = (statuses, resize)
+        return marshal.dumps((read_spec, read_status), 2)
+    except (_Irregular, AttributeError, ValueError):  # ValueError: marshal cannot write a value
+        return None
