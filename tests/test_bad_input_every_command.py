@@ -104,7 +104,9 @@ BASE: dict[str, dict[str, list[str]]] = {
     "webhook": {"tls_cert": ["--listen", "127.0.0.1:0", "--tls-cert", "{F}", "--tls-key", "{KEY}"],
                 "tls_key": ["--listen", "127.0.0.1:0", "--tls-cert", "{CERT}", "--tls-key", "{F}"],
                 "kubeconfig": ["--listen", "127.0.0.1:0", "--tls-cert", "{CERT}", "--tls-key", "{KEY}",
-                               "--kubeconfig", "{F}"]},
+                               "--kubeconfig", "{F}"],
+                "client_ca": ["--listen", "127.0.0.1:0", "--tls-cert", "{CERT}", "--tls-key", "{KEY}",
+                              "--client-ca", "{F}"]},
 }
 # Folder parameters: where in the folder the bad file goes (siblings it needs beside it).
 FOLDERS: dict[tuple[str, str], tuple[str, dict[str, bytes]]] = {

@@ -49,8 +49,10 @@ entries = st.one_of(
 )
 
 
-def values_secret(vgpu: bool | None) -> dict:
+def values_secret(vgpu: bool | None, nest: bool = False) -> dict:
     text = "_cluster: {}\n" if vgpu is None else f"_cluster:\n  gpu-vgpu: {str(vgpu).lower()}\n"
+    if nest:  # the platform's switch making GPU budgets nest (issue 28 item 5)
+        text = text.replace("_cluster: {}\n", "_cluster:\n") + "  gpu-budgets-nest: true\n"
     return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cozystack-values", "namespace": ROOT_NAMESPACE},
             "stringData": {"values.yaml": text}}
 
@@ -89,7 +91,7 @@ objects = st.one_of(
               st.sampled_from(["nvidia.com/a100", "nvidia.com/h100"])),
     st.builds(namespace_object, st.sampled_from([ROOT_NAMESPACE, "tenant-a", "tenant-a-b"]),
               st.sampled_from([None, "true", "false"])),
-    st.builds(values_secret, st.one_of(st.none(), st.booleans())),
+    st.builds(values_secret, st.one_of(st.none(), st.booleans()), st.booleans()),
     # What the rules cannot read: a pod's limit, a count, a tenant name, a
     # second owner of tenant-root, two owners of one namespace.
     st.builds(lambda ns: pod(ns, "bad", {"cpu": "lots"}), namespaces),
@@ -158,6 +160,13 @@ A100, ALL = "a100.gpuclass.cozystack.io/devices", "gpuclass.cozystack.io/devices
 @example([("upsert", tenant_at((), {ALL: 10})), ("upsert", tenant_at(("a",), {A100: 1})),
           ("upsert", vm("tenant-a-b", "vm0", [{"class": "a100", "count": 3}])),
           ("upsert", tenant_at(("a", "b"), {"cpu": 1})), ("upsert", tenant_at(("a", "b"), {}))])
+# The platform's nesting switch flipped under a cpu-only sub-tenant holding devices: its subtree
+# joins, then leaves, the GPU pool above.
+@example([("upsert", tenant_at(("a",), {A100: 4})), ("upsert", tenant_at(("a", "b"), {"cpu": 1})),
+          ("upsert", vm("tenant-a-b", "vm0", [{"class": "a100", "count": 3}])),
+          ("upsert", values_secret(None, True)), ("upsert", tenant_at(("a", "b"), {"cpu": 2, A100: 3})),
+          ("upsert", tenant_at(("a", "b"), {"cpu": 2})), ("upsert", values_secret(True, False)),
+          ("upsert", values_secret(None, True)), ("remove", values_secret(None))])
 def test_the_live_state_equals_a_full_index_after_every_event(sequence):
     _replay(LiveIndex([gpuclass("a100", "nvidia.com/a100")]), [("remove", gpuclass("a100", "nvidia.com/a100"))] + sequence)
 

@@ -111,15 +111,16 @@ def _materialize(write: tuple, objects: dict) -> dict:
     return nodes(namespace_of(path), f"pool{index}", entries, max_replicas=replicas)
 
 
-def naive_held(objects: list[dict]) -> dict[tuple[str, str], tuple[int, int]]:
+def naive_held(objects: list[dict], nest: bool = False) -> dict[tuple[str, str], tuple[int, int]]:
     """(pool root, budget key) -> (devices physically held in its subtree for
     the classes the key covers, its value): `naive_violations`' holdings."""
     held: dict[tuple[str, str], tuple[int, int]] = {}
-    naive_violations(objects, held=held)
+    naive_violations(objects, held=held, nest=nest)
     return held
 
 
-def naive_violations(objects: list[dict], lowered: set = frozenset(), held: dict | None = None) -> list[str]:
+def naive_violations(objects: list[dict], lowered: set = frozenset(), held: dict | None = None,
+                     nest: bool = False) -> list[str]:
     """Every (pool root, key) whose pool holds more devices of the classes
     the key covers than the key allows, counting every path below it: the
     pool's own reservations, and what each carving sub-pool holds of those
@@ -127,7 +128,10 @@ def naive_violations(objects: list[dict], lowered: set = frozenset(), held: dict
     keys caps those classes; one declaring the all-classes key caps every
     class). Computed from scratch, apart from the index and its charges.
     (root, key) pairs in `lowered` may hold more than their own value.
-    Also every ordinary pool whose carve-outs exceed its value."""
+    Also every ordinary pool whose carve-outs exceed its value. With `nest`
+    (the platform's gpu-budgets-nest switch), a GPU pool root is a tenant
+    declaring a key in the GPU budget domain; otherwise one declaring any key."""
+    from cozyrender.keys import declared_in_budget_domain
     declarations = {}
     for obj in objects:
         if obj["kind"] == "Tenant":
@@ -137,7 +141,8 @@ def naive_violations(objects: list[dict], lowered: set = frozenset(), held: dict
 
     def root_of(namespace):
         for candidate in ancestors(namespace):
-            if candidate in declarations and declarations[candidate].declared_keys:
+            keys = declarations[candidate].declared_keys if candidate in declarations else ()
+            if any(declared_in_budget_domain(key) for key in keys) if nest else keys:
                 return candidate
         return None
 
@@ -230,14 +235,37 @@ def test_invariant_holds_after_every_admitted_write(sequence):
     one (the hierarchical rule) for every pool root, lowered or not: no
     admitted write (a workload, or a Tenant making an escaped subtree count)
     raises what a subtree holds past its budget."""
+    _check_invariant(sequence, nest=False)
+
+
+# The platform's gpu-budgets-nest switch on (issue 28 item 5): a tenant declaring only cpu
+# stays in its parent's GPU pool, so attack 5's VM is refused and the invariant counts it there.
+NESTING = [{"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cozystack-values", "namespace": "tenant-root"},
+            "stringData": {"values.yaml": "_cluster:\n  gpu-budgets-nest: true\n"}}]
+
+
+@SETTINGS
+@given(st.lists(writes, min_size=1, max_size=14))
+@example([("tenant", ("a",), {A100: 2}), ("tenant", ("a", "b"), {"cpu": 1}),
+          ("vm", ("a", "b"), 0, [{"class": "a100", "count": 3}])])
+@example([("tenant", ("a",), {A100: 2}), ("vm", ("a", "b"), 0, [{"class": "a100", "count": 2}]),
+          ("tenant", ("a", "b"), {"cpu": 1}), ("tenant", ("a", "b"), {"cpu": 1, A100: 2}), ("drop", ("a", "b"), False),
+          ("vm", ("a",), 1, [{"class": "a100", "count": 1}])])
+def test_invariant_holds_after_every_admitted_write_when_gpu_budgets_nest(sequence):
+    """The same invariants with GPU pool roots decided by GPU keys alone."""
+    _check_invariant(sequence, nest=True)
+
+
+def _check_invariant(sequence, nest: bool) -> None:
     objects: dict[tuple, dict] = {}
     lowered: set[tuple[str, str]] = set()
+    platform = GPUCLASSES + (NESTING if nest else [])
     for write in sequence:
         obj = _materialize(write, objects)
-        decision = check_write(index_state(GPUCLASSES + list(objects.values())), obj)
+        decision = check_write(index_state(platform + list(objects.values())), obj)
         if decision.allowed:
-            before = naive_held(list(objects.values()))
-            after = naive_held([*(o for k, o in objects.items() if k != _identity(obj)), obj])
+            before = naive_held(list(objects.values()), nest)
+            after = naive_held([*(o for k, o in objects.items() if k != _identity(obj)), obj], nest)
             assert [
                 (pair, before.get(pair, (0, 0))[0], held, budget) for pair, (held, budget) in after.items()
                 if held > budget and held > before.get(pair, (0, 0))[0]
@@ -250,7 +278,7 @@ def test_invariant_holds_after_every_admitted_write(sequence):
                 namespace = parse_declaration(obj).namespace
                 lowered |= {(namespace, key) for key, value in after.items() if key in before and value < before[key]}
             objects[_identity(obj)] = obj
-            assert naive_violations(list(objects.values()), lowered) == [], (obj, decision)
+            assert naive_violations(list(objects.values()), lowered, nest=nest) == [], (obj, decision)
 
 
 random_state = st.lists(writes, max_size=14).map(

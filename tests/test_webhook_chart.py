@@ -48,7 +48,8 @@ def test_every_object_is_valid_kubernetes(helm4: Path, mode: str) -> None:
     assert errors == []
     unvalidated = {o["kind"] for o in objects} - {"Deployment", "Service", "PodDisruptionBudget", "ServiceAccount",
                                                   "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-                                                  "ConfigMap", "ValidatingWebhookConfiguration"}
+                                                  "ConfigMap", "ValidatingWebhookConfiguration",
+                                                  "CiliumNetworkPolicy"}  # (the bundled Cilium 1.18 schema)
     assert unvalidated <= {"Certificate", "Issuer"}  # cert-manager's kinds: no bundled schema
 
 
@@ -140,3 +141,41 @@ def test_chart_docs_are_current() -> None:
 
     result = CliRunner().invoke(command, ["docs", "--check", str(CHART)])
     assert result.exit_code == 0, result.output
+
+
+# -- only the API server may ask (issue 28 item 4) ------------------------------
+
+def test_the_default_policy_admits_only_the_api_server_entity(helm4: Path) -> None:
+    objects = render(helm4)
+    [policy] = by_kind(objects, "CiliumNetworkPolicy")
+    assert [f for f in validate_objects([policy]) if f.error] == []
+    assert policy["spec"]["endpointSelector"]["matchLabels"]["app.kubernetes.io/name"] == "cozyrender-webhook"
+    [rule] = policy["spec"]["ingress"]
+    assert rule["fromEntities"] == ["kube-apiserver"]
+    assert rule["toPorts"] == [{"ports": [{"port": "8443", "protocol": "TCP"}]}]
+    assert not by_kind(objects, "NetworkPolicy")
+
+
+def test_a_plain_network_policy_needs_the_api_servers_addresses(helm4: Path) -> None:
+    proc = subprocess.run([str(helm4), "template", "x", str(CHART), "--set", "networkPolicy.type=kubernetes"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "networkPolicy.apiServerCIDRs is required" in proc.stderr
+    objects = render(helm4, "--set", "networkPolicy.type=kubernetes", "--set", "networkPolicy.apiServerCIDRs={10.0.0.10/32}")
+    [policy] = by_kind(objects, "NetworkPolicy")
+    assert [f for f in validate_objects([policy]) if f.error] == []
+    assert policy["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}]
+    assert not by_kind(render(helm4, "--set", "networkPolicy.type=none"), "CiliumNetworkPolicy")
+
+
+def test_the_client_ca_is_mounted_and_required_when_given(helm4: Path) -> None:
+    [deployment] = by_kind(render(helm4), "Deployment")
+    assert not any(arg.startswith("--client-ca") for arg in deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+    pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    objects = render(helm4, "--set", f"clientAuth.caBundle={base64.b64encode(pem.encode()).decode()}")
+    [deployment] = by_kind(objects, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert "--client-ca=/client-ca/ca.crt" in pod["containers"][0]["args"]
+    assert {"name": "client-ca", "mountPath": "/client-ca", "readOnly": True} in pod["containers"][0]["volumeMounts"]
+    [configmap] = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-client-ca")]
+    assert configmap["data"] == {"ca.crt": pem}
+    assert {"name": "client-ca", "configMap": {"name": configmap["metadata"]["name"]}} in pod["volumes"]

@@ -110,10 +110,11 @@ def test_without_a_ledger_the_route_answers_as_check() -> None:
         assert out["allowed"] is check_write(state, write).allowed
 
 
-def test_unreadable_objects_in_the_cache_refuse_checked_writes() -> None:
+def test_unreadable_objects_in_the_cache_refuse_the_checked_writes_of_their_pool() -> None:
     judge = arbiter(STATE, unreadable=lambda: {("Pod", "tenant-acme", "p"): "Pod tenant-acme/p: spec.x is bad"})
     out = judge(review(vm("tenant-acme", "x", [])))["response"]
-    assert out["allowed"] is False and "Pod tenant-acme/p: spec.x is bad" in out["status"]["message"]
+    assert out["allowed"] is False and "Pod tenant-acme/p (in the namespace of Tenant tenant-root/acme): spec.x is bad" \
+        in out["status"]["message"]
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "tenant-acme"}}
     assert judge(review(pod))["response"]["allowed"] is True  # unchecked kinds stay untouched
 

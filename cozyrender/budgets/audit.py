@@ -25,10 +25,10 @@ from fractions import Fraction
 
 from cozyrender.kube.quantity import format_quantity
 
-from .index import ALL_CLASSES, BudgetState, covered, key_order
+from .index import BudgetState, covered
 from .model import quota_field
-from .tree import ROOT_NAMESPACE, parent_namespace
-from .checks import carvers_note
+from .tree import ROOT_NAMESPACE
+from .checks import carvers_note, escaped_keys
 from .write import inverted_message, malformed_namespace_message, named_device_problem, near_miss_keys, raw_name_problem
 from .usage import format_amount
 
@@ -192,31 +192,12 @@ def _audit_ordinary_pool(state: BudgetState, root: str) -> list[Finding]:
 def _escapes(state: BudgetState, namespace: str) -> list[Finding]:
     """Budget keys of the nearest pool root above `namespace` that its tenant
     (a pool root itself) does not cap: its pool's devices of those classes
-    count against no budget of that root."""
+    count against no budget of that root (`checks.escaped_keys`)."""
     declaration = state.declarations[namespace]
-    parent = parent_namespace(namespace)
-    if not declaration.is_budget_root or parent is None:
-        return []
-    root = state.budget_root(parent)
-    if root is None:
-        return []
-    findings = []
-    for key in sorted(state.declarations[root].budgets, key=key_order):
-        if key in declaration.budgets:
-            continue
-        if ALL_CLASSES in declaration.budgets:
-            continue  # charged towards every key above it (index.tenant_charge)
-        if key.gpu_class is None:
-            uncapped = "classes it declares no budget for" if declaration.budgets else "any class"
-        else:
-            uncapped = f"class {key.gpu_class}"
-        findings.append(Finding(
-            WARNING, "escapes-budget", namespace, quota_field(key.key),
-            f"{declaration.ref} declares its own quotas but not {key.key!r}: devices of {uncapped} reserved in "
-            f"its pool count against no budget of {state.declarations[root].ref} (pool {root})",
-            object=_tenant(declaration),
-        ))
-    return findings
+    return [
+        Finding(WARNING, "escapes-budget", namespace, quota_field(key.key), message, object=_tenant(declaration))
+        for key, message in escaped_keys(state, declaration)
+    ]
 
 
 def with_spec_findings(findings: list[Finding], objects) -> list[Finding]:

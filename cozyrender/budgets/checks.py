@@ -257,18 +257,18 @@ def _gate_hierarchical(state: BudgetState, child: Declaration, before: Declarati
     root = state.budget_root(parent)
     if root is None:
         return
-    if before is not None and before.is_budget_root:  # its pool's figures are indexed
+    if state.is_budget_root(before):  # its pool's figures are indexed
         reserved = state.pool_reserved.get(child.namespace, {})
         below = state.physical_below.get(child.namespace, {})
     else:
         reserved, _, below = budget_figures(state, *region(state, child.namespace, ordinary=False))
     everything = dict(reserved)
     add_counts(everything, below)
-    if before is not None and before.is_budget_root:
+    if state.is_budget_root(before):
         was = state.tenant_physical.get(child.namespace, {})
     else:
         was = everything
-    will = physical_charge(child, reserved, below) if child.is_budget_root else everything
+    will = physical_charge(child, reserved, below) if state.is_budget_root(child) else everything
     if not any(count > was.get(c, 0) for c, count in will.items()):
         return
 
@@ -280,6 +280,55 @@ def _gate_hierarchical(state: BudgetState, child: Declaration, before: Declarati
 
     # `will` is what reaches `root`'s pool: pass it through as held there.
     _hierarchical(state, root, was, will, field_of, answer)
+
+
+def escaped_keys(state: BudgetState, declaration: Declaration) -> list[tuple[BudgetKey, str]]:
+    """The budget keys of the nearest pool root above the tenant's namespace
+    that the tenant, a budget pool root itself, does not cap, each with the
+    sentence saying so: its pool's devices of those classes count against
+    no budget of that root (the seed's rule: a tenant declaring its own
+    quotas leaves its parent's pool for every key it does not declare; the
+    platform's `gpu-budgets-nest` switch keeps a tenant declaring no GPU key
+    in its parent's GPU pool). The audit's `escapes-budget` findings and the
+    declaration gate's warnings."""
+    parent = parent_namespace(declaration.namespace)
+    if not state.is_budget_root(declaration) or parent is None:
+        return []
+    root = state.budget_root(parent)
+    if root is None or ALL_CLASSES in declaration.budgets:
+        return []  # an all-classes key is charged towards every key above it (`tenant_charge`)
+    above = state.declarations[root]
+    found = []
+    for key in sorted(above.budgets, key=key_order):
+        if key in declaration.budgets:
+            continue
+        if key.gpu_class is None:
+            uncapped = "classes it declares no budget for" if declaration.budgets else "any class"
+        else:
+            uncapped = f"class {key.gpu_class}"
+        found.append((key, f"{declaration.ref} declares its own quotas but not {key.key!r}: devices of {uncapped} "
+                           f"reserved in its pool count against no budget of {above.ref} (pool {root})"))
+    return found
+
+
+def _escape_warnings(state: BudgetState, child: Declaration) -> list[str]:
+    """One warning for a Tenant write whose subtree leaves GPU budgets above
+    it (issue 28 item 5), naming the keys it escapes and how to close it."""
+    escaped = escaped_keys(state, child)
+    if not escaped:
+        return []
+    keys = ", ".join(repr(key.key) for key, _ in escaped)
+    root = state.budget_root(parent_namespace(child.namespace) or "")
+    if not child.budgets and not state.gpu_budgets_nest:
+        fix = (f"declare GPU keys for it, or have the platform make GPU budgets nest (_cluster.gpu-budgets-nest: "
+               f"true), which keeps a tenant declaring no GPU key in its parent's GPU pool")
+    else:
+        fix = "declare those keys for it, or the all-classes key gpuclass.cozystack.io/devices"
+    them = "them" if len(escaped) > 1 else "it"
+    return [f"{child.ref} leaves the GPU budget{'s' if len(escaped) > 1 else ''} {keys} of "
+            f"{state.declarations[root].ref} (pool {root}): it declares its own quotas but not {keys}, so the devices "
+            f"its pool reserves of the classes {'they cover' if len(escaped) > 1 else 'it covers'} count against "
+            f"no budget above it; to keep {them} counting, {fix}"]
 
 
 def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
@@ -323,6 +372,7 @@ def check_tenant_declaration(state: BudgetState, tenant: Mapping) -> Decision:
     held = _gate_own_usage(state, child, before, answer) if child.ordinary else {}
     if parent is None:
         return answer.decision()  # the root tenant: no pool above it
+    answer.warnings.extend(_escape_warnings(state, child))
     if child.budgets:
         _gate_budget_keys(state, child, before, parent, answer)
     _gate_hierarchical(state, child, before, parent, answer)
@@ -362,7 +412,7 @@ def _budget_holdings(
 ) -> tuple[dict[str, int], Charge]:
     """What the tenant's own budget pool holds (or will hold once it is a
     pool root): devices reserved per class, and its carving tenants' charges."""
-    if before is not None and before.is_budget_root:
+    if state.is_budget_root(before):
         return state.pool_reserved.get(child.namespace, {}), state.charges.get(child.namespace, NO_CHARGE)
     above = state.budget_root(parent) if parent is not None else None
     contribution = state.subtree_contribution(child.namespace, above, ordinary=False)
@@ -510,7 +560,7 @@ def _gate_rejoin(state: BudgetState, child: Declaration, before: Declaration, pa
     """An update that stops the tenant being a pool root returns its pool to
     the pool above: for every key of that pool root R the tenant's pool adds
     to (more than the tenant was charged to it), R's pool must still fit."""
-    if before.is_budget_root and not child.is_budget_root:
+    if state.is_budget_root(before) and not state.is_budget_root(child):
         root = state.budget_root(parent)
         if root is not None:
             reserved = state.pool_reserved.get(child.namespace, {})

@@ -111,6 +111,9 @@ class BudgetState:
     - `root_label_vgpu`, `values_vgpu`: the two sources of `platform_vgpu`
       (the tenant-root Namespace's label, `_cluster.gpu-vgpu` of the values
       Secret), None where absent
+    - `gpu_budgets_nest`: the platform's switch making GPU budgets nest
+      (`_cluster.gpu-budgets-nest` of the values Secret; off when absent):
+      budget pool roots are then decided by GPU keys alone
     """
 
     declarations: dict[str, Declaration] = field(default_factory=dict)
@@ -137,6 +140,12 @@ class BudgetState:
     pods: dict[str, list[Mapping]] = field(default_factory=dict)
     root_label_vgpu: bool | None = None
     values_vgpu: bool | None = None
+    gpu_budgets_nest: bool = False
+
+    def is_budget_root(self, declaration: Declaration | None) -> bool:
+        """Whether `declaration`'s tenant heads a budget pool under this
+        state's `gpu_budgets_nest` switch (`Declaration.is_budget_root`)."""
+        return declaration is not None and declaration.is_budget_root(self.gpu_budgets_nest)
 
     # -- pool roots ---------------------------------------------------------
 
@@ -145,7 +154,7 @@ class BudgetState:
         declares any key: the root of its pool for budget keys."""
         for candidate in ancestors(namespace):
             declaration = self.declarations.get(candidate)
-            if declaration is not None and declaration.is_budget_root:
+            if declaration is not None and declaration.is_budget_root(self.gpu_budgets_nest):
                 return candidate
         return None
 
@@ -196,7 +205,7 @@ class BudgetState:
         find_root = self.ordinary_root if ordinary else self.budget_root
         contribution = Contribution()
         own = self.declarations.get(namespace)
-        is_root = own is not None and (own.is_ordinary_root if ordinary else own.is_budget_root)
+        is_root = own is not None and (own.is_ordinary_root if ordinary else self.is_budget_root(own))
         if is_root:
             # Already its own pool root: only its own charge is in `root`'s figures.
             if find_root(parent_namespace(namespace) or "") == root:
@@ -315,7 +324,7 @@ def region(state: BudgetState, top: str, ordinary: bool) -> tuple[list[str], lis
         current = stack.pop()
         declaration = declarations.get(current)
         if current != top and declaration is not None and (
-            declaration.is_ordinary_root if ordinary else declaration.is_budget_root
+            declaration.is_ordinary_root if ordinary else state.is_budget_root(declaration)
         ):
             boundary.append(current)
             continue
@@ -514,9 +523,15 @@ def derive_platform(state: BudgetState) -> None:
     })
 
 
-def _platform_vgpu_from_values(secret: Mapping) -> bool | None:
-    """`_cluster.gpu-vgpu` of tenant-root's `cozystack-values` Secret, from
-    `stringData` or base64 `data` of its `values.yaml`."""
+# The platform value making GPU budgets nest (issue 28 item 5), beside gpu-vgpu.
+GPU_BUDGETS_NEST = "gpu-budgets-nest"
+
+
+def _platform_from_values(secret: Mapping) -> tuple[bool | None, bool]:
+    """(`_cluster.gpu-vgpu`, `_cluster.gpu-budgets-nest`) of tenant-root's
+    `cozystack-values` Secret, from `stringData` or base64 `data` of its
+    `values.yaml`: the vGPU switch None when the Secret holds no values,
+    the nesting switch off unless it says true."""
     from cozyrender.entitlement import flag_value
     from cozyrender.values_secret import ValuesSecretError, read_values, values_text
 
@@ -524,14 +539,19 @@ def _platform_vgpu_from_values(secret: Mapping) -> bool | None:
         mapping(secret, key, secret)
     try:
         if values_text(secret) is None:
-            return None
+            return None, False
         values = read_values(secret)
     except ValuesSecretError as err:
         raise ShapeError(f"Secret tenant-root/cozystack-values: {err}", secret) from None
     cluster = values.get("_cluster")
-    if not isinstance(cluster, Mapping) or "gpu-vgpu" not in cluster:
-        return False  # written only when on
-    return bool(flag_value(cluster["gpu-vgpu"]))
+    if not isinstance(cluster, Mapping):
+        return False, False
+    vgpu = bool(flag_value(cluster["gpu-vgpu"])) if "gpu-vgpu" in cluster else False  # written only when on
+    nest = cluster.get(GPU_BUDGETS_NEST)
+    if nest is not None and flag_value(nest) is None:
+        raise ShapeError.at(secret, f"stringData.values.yaml _cluster.{GPU_BUDGETS_NEST}",
+                            f"is {got(nest)}: expected true or false")
+    return vgpu, bool(nest is not None and flag_value(nest))
 
 
 # -- reading one object ---------------------------------------------------------
@@ -622,7 +642,7 @@ def classify(obj: Mapping, identity: tuple | None = None) -> Indexed | None:
         value = bool(flag_value(labels[VGPU_LABEL])) if VGPU_LABEL in labels else None
         what, filed = (ROOT_NAMESPACE_OBJECT if name == ROOT_NAMESPACE else TENANT_NAMESPACE_OBJECT), name
     elif kind == "Secret" and group == "" and is_values_secret(obj, ROOT_NAMESPACE):
-        what, value = VALUES_SECRET, _platform_vgpu_from_values(obj)
+        what, value = VALUES_SECRET, _platform_from_values(obj)
     return Indexed(what, filed, value, tuple(malformed), ref(obj) if malformed else "")
 
 
@@ -703,7 +723,7 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             if entry.value is not None:
                 state.namespace_vgpu[entry.namespace] = entry.value  # type: ignore[index,assignment]
         elif what == VALUES_SECRET:
-            state.values_vgpu = entry.value  # type: ignore[assignment]
+            state.values_vgpu, state.gpu_budgets_nest = entry.value  # type: ignore[misc]
     derive_classes(state)
     derive_platform(state)
 
@@ -725,7 +745,7 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
     )
     for _, root in roots:
         declaration = state.declarations[root]
-        if declaration.is_budget_root:
+        if state.is_budget_root(declaration):
             set_budget_pool(state, root)
             update_budget_charge(state, root)
         if declaration.is_ordinary_root:

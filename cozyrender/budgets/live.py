@@ -55,6 +55,11 @@ class LiveIndex:
         self._objects: dict[tuple, Mapping] = {}
         for obj in objects:
             self._objects[_identity(obj)] = obj
+        self._build()
+
+    def _build(self) -> None:
+        """Index every object at once (the first list, or after the platform's
+        nesting switch flipped: every pool's membership may change)."""
         self._state: BudgetState = index_state(self._objects.values())
         # Pods and quotas per namespace, by identity (the state's lists are
         # their values, in the order `objects()` gives them).
@@ -91,7 +96,7 @@ class LiveIndex:
         if old_obj is None:
             return
         self._apply(identity, old_obj, ix.classify(old_obj), None, None)
-        del self._objects[identity]
+        self._objects.pop(identity, None)  # (already gone when the event re-indexed everything)
 
     def get(self, obj: Mapping) -> Mapping | None:
         """The stored object of `obj`'s identity."""
@@ -139,7 +144,15 @@ class LiveIndex:
             state.root_label_vgpu = new.value if new else None
             ix.derive_platform(state)
         elif what == ix.VALUES_SECRET:
-            state.values_vgpu = new.value if new else None
+            vgpu, nest = new.value if new else (None, False)
+            if nest != state.gpu_budgets_nest:  # rare (a platform setting): re-index, in time to the state
+                if new_obj is None:
+                    self._objects.pop(identity, None)
+                else:
+                    self._objects[identity] = new_obj
+                self._build()
+                return
+            state.values_vgpu = vgpu
             ix.derive_platform(state)
         elif what == ix.TENANT_NAMESPACE_OBJECT:
             if new is not None and new.value is not None:
@@ -219,7 +232,7 @@ class LiveIndex:
         # The pools' membership follows root status (and, for ordinary keys,
         # which keys the usage is read under); a value alone moves only the
         # tenant's own charge.
-        budget_changed = in_tree and _is_root(old, False) != _is_root(new, False)
+        budget_changed = in_tree and state.is_budget_root(old) != state.is_budget_root(new)
         ordinary_changed = in_tree and _ordinary_keys(old) != _ordinary_keys(new)
         ordinary_above = state.ordinary_root(parent) if ordinary_changed and parent is not None else None
         usages: dict = {}
@@ -234,7 +247,7 @@ class LiveIndex:
         # Read; now change. Take the subtree out of the pools it was in ...
         budget_above = state.budget_root(parent) if budget_changed and parent is not None else None
         if budget_changed:
-            if old is not None and old.is_budget_root:
+            if state.is_budget_root(old):
                 state.pool_reserved.pop(namespace, None)
                 state.charges.pop(namespace, None)
                 state.physical_below.pop(namespace, None)
@@ -259,7 +272,7 @@ class LiveIndex:
             state.declarations[namespace] = new
         # ... and into the pools it is in now.
         if budget_changed:
-            if new is not None and new.is_budget_root:
+            if state.is_budget_root(new):
                 ix.set_budget_pool(state, namespace)
             elif budget_above is not None:
                 reserved, charges, physical = ix.budget_figures(state, *ix.region(state, namespace, ordinary=False))
@@ -316,12 +329,6 @@ class LiveIndex:
                 siblings.discard(current)
                 if not siblings:
                     del state.children[parent]
-
-
-def _is_root(declaration, ordinary: bool) -> bool:
-    if declaration is None:
-        return False
-    return declaration.is_ordinary_root if ordinary else declaration.is_budget_root
 
 
 def _ordinary_keys(declaration) -> frozenset:

@@ -102,8 +102,9 @@ class Declaration:
     are not non-negative quantities and two keys rendering to one quota key
     (the smaller value is kept: never more than either promises). A
     tenant that declares any key at all (`declared_keys`) is a pool root for
-    budget keys; one that declares a key outside the domain is a pool root
-    for ordinary keys.
+    budget keys (with the platform's `gpu-budgets-nest` switch on, one that
+    declares a key in the budget domain: `is_budget_root`); one that
+    declares a key outside the domain is a pool root for ordinary keys.
     """
 
     tenant: str
@@ -117,8 +118,15 @@ class Declaration:
     requests_vgpu: bool = False
     unusable: dict[object, str] = field(default_factory=dict)
 
-    @property
-    def is_budget_root(self) -> bool:
+    def is_budget_root(self, nest: bool = False) -> bool:
+        """Whether the tenant heads a pool for budget keys: the seed's rule,
+        any key declared at all (so a tenant declaring only `cpu` leaves its
+        parent's GPU pool); with the platform's `gpu-budgets-nest` switch on
+        (`nest`), a key in the budget domain, as ordinary pool roots are
+        decided by ordinary keys alone. Read it through
+        `BudgetState.is_budget_root`, which knows the switch."""
+        if nest:
+            return any(declared_in_budget_domain(key) for key in self.declared_keys)
         return bool(self.declared_keys)
 
     @property

@@ -2,7 +2,7 @@
 webhook, race-safe across replicas.
 
     cozyrender webhook --listen 127.0.0.1:8443 --tls-cert FILE --tls-key FILE \\
-        [--kubeconfig FILE] [--context NAME] [--namespace cozyrender-system] \\
+        [--client-ca FILE] [--kubeconfig FILE] [--context NAME] [--namespace cozyrender-system] \\
         [--ledger NAME] [--reservation-ttl SECONDS] [--platform-vgpu true|false]
 
 Serves until SIGTERM or SIGINT, then stops gracefully (the requests in
@@ -58,6 +58,9 @@ def _address(listen: str) -> tuple[str, int]:
               help="Address to serve HTTPS on.")
 @click.option("--tls-cert", required=True, metavar="FILE", help="The serving certificate (PEM).")
 @click.option("--tls-key", required=True, metavar="FILE", help="Its private key (PEM).")
+@click.option("--client-ca", metavar="FILE", help="Accept admission requests only from clients presenting a "
+              "certificate this CA (PEM) signed: the API server, through its AdmissionConfiguration. /healthz, "
+              "/readyz and /metrics stay open.")
 @click.option("--kubeconfig", metavar="FILE", help="Kubeconfig to reach the cluster (default: in-cluster, then "
               "$KUBECONFIG or ~/.kube/config).")
 @click.option("--context", metavar="NAME", help="The kubeconfig context to use.")
@@ -72,7 +75,7 @@ def _address(listen: str) -> tuple[str, int]:
 @click.option("--flux-injection", is_flag=True,
               help="Also serve /mutate (cozyrender's postRenderers set on Cozystack's tenant HelmReleases) and run "
                    "the loop that keeps them current (needs Flux's HelmRelease CRD).")
-def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, context: str | None, namespace: str,
+def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kubeconfig: str | None, context: str | None, namespace: str,
             ledger: str, reservation_ttl: float, platform_vgpu: str | None, flux_injection: bool) -> None:
     """Serve the GPU budget rules as a validating admission webhook."""
     import ssl
@@ -85,12 +88,17 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
     from cozyrender.webhook.server import serve, tls_context
 
     address = _address(listen)
-    for path in (tls_cert, tls_key):
+    for path in (tls_cert, tls_key, *([client_ca] if client_ca else [])):
         read_bytes(path)  # a missing or unreadable file, in the commands' words
     try:
         tls = tls_context(tls_cert, tls_key)
     except (ssl.SSLError, OSError, ValueError):
         fail(f"cannot use the certificate {tls_cert} and key {tls_key}: not a PEM certificate and its private key")
+    if client_ca:
+        try:
+            tls = tls_context(tls_cert, tls_key, client_ca)
+        except (ssl.SSLError, OSError, ValueError):
+            fail(f"--client-ca {client_ca}: not a PEM CA certificate")
     if kubeconfig:
         read_kubeconfig(kubeconfig)
     try:

@@ -39,6 +39,7 @@ def header_data(tree: Tree, tenant_filter: str | None = None) -> dict[str, Any]:
         "schemaVersion": SCHEMA_VERSION,
         "root": tree.root,
         "platformVgpu": {"entitled": tree.platform_vgpu, "source": tree.platform_source},
+        "gpuBudgetsNest": tree.gpu_budgets_nest,
         "filters": {"tenant": tenant_filter, "class": tree.gpu_class, "depth": tree.depth, "hidden": tree.hidden},
         "summary": {
             "namespaces": len(nodes),

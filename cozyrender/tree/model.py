@@ -209,6 +209,7 @@ class Tree:
     gpu_class: str | None = None
     depth: int | None = None
     hidden: int = 0
+    gpu_budgets_nest: bool = False  # the platform's switch, read from the state as the rules read it
 
     def shown(self) -> Iterable[Node]:
         return self.nodes.values()
@@ -278,7 +279,8 @@ def build_tree(
                 if row.field == finding.field:
                     row.finding = finding
 
-    tree = Tree(nodes, top, platform, source, unattached, gpu_class, depth)
+    tree = Tree(nodes, top, platform, source, unattached, gpu_class, depth,
+                gpu_budgets_nest=state.gpu_budgets_nest)
     _filter(tree, gpu_class, depth)
     return tree
 
@@ -397,12 +399,12 @@ class _Context:
         )
         if declaration is None:
             return node
-        node.budget_root = declaration.is_budget_root
+        node.budget_root = state.is_budget_root(declaration)
         node.ordinary_root = declaration.is_ordinary_root
         node.gpu_only = bool(declaration.budgets) and not declaration.is_ordinary_root
         for key in sorted(declaration.budgets, key=key_order):
             node.keys.append(self._gpu_row(namespace, key))
-        if declaration.is_budget_root:
+        if state.is_budget_root(declaration):
             for gpu_class in sorted(state.gpuclasses):
                 limits = room_above(state, namespace, gpu_class)
                 if limits:

@@ -87,6 +87,8 @@ def render_text(tree: Tree, colour: bool = False) -> str:
 def _header(tree: Tree, paint: _Paint) -> str:
     state = "on" if tree.platform_vgpu else "off"
     text = f"platform vGPU: {state} ({tree.platform_source})"
+    if tree.gpu_budgets_nest:  # said only when on: off is the seed's rule
+        text += "; GPU budgets nest (_cluster.gpu-budgets-nest)"
     filters = []
     if tree.root != "tenant-root":
         filters.append(f"subtree {tree.root}")

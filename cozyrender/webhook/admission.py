@@ -211,6 +211,20 @@ def cannot_decide(review: Review | None, uid: str, why: str) -> dict:
     return refuse(uid, f"{who} is refused: the GPU budget webhook cannot decide it: {why}", INTERNAL, review)
 
 
+def unreadable_bearing(state, unreadable: Mapping[tuple, str], obj: Mapping) -> str | None:
+    """Why write `obj` cannot be decided for the objects the rules cannot
+    read (`unreadable`: (kind, namespace, name) -> why, as the cache keeps
+    them), naming each one in the pools it is decided in and its owner; None
+    when none is (`cozyrender.budgets.unreadable`: the others' writes are
+    decided as usual)."""
+    if not unreadable:
+        return None
+    from cozyrender.budgets.unreadable import UnreadableObject, refusal_reason
+
+    found = [UnreadableObject(kind, namespace or None, name, why) for (kind, namespace, name), why in unreadable.items()]
+    return refusal_reason(state, found, obj)
+
+
 def _warnings(warnings) -> list[str]:
     out = []
     for warning in list(warnings)[:MAX_WARNINGS]:

@@ -185,13 +185,12 @@ class Arbiter:
         return admission.envelope(self.decide(review))
 
     def decide(self, review: admission.Review) -> dict:
-        unreadable = self.unreadable()
-        if unreadable:
-            shown = "; ".join(list(unreadable.values())[:3])
-            return admission.cannot_decide(review, review.uid, f"{len(unreadable)} object(s) in the cluster "
-                                           f"cannot be read by the rules, so no pool can be shown to fit: {shown}")
         try:
             obj = admission.written_object(review)
+            with self.lock:  # only the writes whose pools hold an unreadable object (issue 28 item 2)
+                why = admission.unreadable_bearing(self.index.state, self.unreadable(), obj)
+            if why is not None:
+                return admission.cannot_decide(review, review.uid, why)
             old = dict(review.old) if review.old is not None and review.operation == "UPDATE" else None
             growing = grows(obj, old)
             if not growing or self.ledger is None:

@@ -34,9 +34,11 @@ class Metrics:
         self.cache_objects = Gauge(f"{PREFIX}_cache_objects", "Objects in the cache, by kind", ["kind"],
                                    registry=r)
         self.unreadable = Gauge(f"{PREFIX}_cache_unreadable_objects", "Cached objects the rules cannot read "
-                                "(checked writes are refused while there are any)", registry=r)
+                                "(the checked writes decided in their pools are refused while they are there)", registry=r)
         self.watch_restarts = Counter(f"{PREFIX}_watch_restarts", "Watches restarted, by kind and reason "
                                       "(gone: relisted after 410; timeout; error)", ["kind", "reason"], registry=r)
+        self.unauthenticated = Counter(f"{PREFIX}_unauthenticated_requests", "POSTs refused because the caller "
+                                       "presented no client certificate (with --client-ca)", registry=r)
         self.ready = Gauge(f"{PREFIX}_ready", "1 once every first list has synced", registry=r)
         self.ledger_conflicts = Counter(f"{PREFIX}_ledger_conflicts", "Ledger writes refused with 409 Conflict "
                                         "(re-read and re-checked)", registry=r)

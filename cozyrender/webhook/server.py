@@ -17,6 +17,14 @@ milliseconds of Python under a lock, and nothing asynchronous would run it
 faster; a framework would add a dependency and an event loop for no gain.
 The TLS handshake runs in the connection's thread, never in the accept
 loop, so a slow or hostile client cannot stall other connections.
+
+Only the API server may ask (issue 28 item 4): with a client CA
+(`tls_context(..., client_ca=...)`), a client presenting a certificate that
+CA did not sign fails the handshake, and a POST from a client presenting
+none is refused with 401 before its body is read: no route runs, no ledger
+entry is written. kube-apiserver presents its certificate through its
+AdmissionConfiguration (a kubeconfig per webhook). GETs of `/healthz`,
+`/readyz` and `/metrics` stay open to the kubelet's probes and Prometheus.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ class WebhookServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None, routes: dict[str, Route],
                  ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "") -> None:
         self.tls = tls
+        # A client certificate is required for the routes when the context verifies them.
+        self.authenticate = tls is not None and tls.verify_mode != ssl.CERT_NONE
         self.routes = dict(routes)
         self.ready = ready
         self.not_ready_reason = not_ready_reason
@@ -91,11 +101,16 @@ class WebhookServer(ThreadingHTTPServer):
         return thread
 
 
-def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
-    """A server context: TLS 1.2 or later, the given certificate and key."""
+def tls_context(cert_file: str, key_file: str, client_ca: str | None = None) -> ssl.SSLContext:
+    """A server context: TLS 1.2 or later, the given certificate and key;
+    with `client_ca`, client certificates verified against that CA (a
+    client may present none: the server then refuses it every route)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(cert_file, key_file)
+    if client_ca is not None:
+        context.load_verify_locations(cafile=client_ca)
+        context.verify_mode = ssl.CERT_OPTIONAL
     return context
 
 
@@ -163,8 +178,23 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, b"not found\n", "text/plain")
 
+    def _authenticated(self) -> bool:
+        """Whether the caller presented a certificate the client CA signed
+        (the handshake refused any other); always, without a client CA."""
+        if not self.server.authenticate:
+            return True
+        try:
+            return bool(self.connection.getpeercert())
+        except (ValueError, AttributeError):
+            return False
+
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
+        if not self._authenticated():
+            self.close_connection = True  # the body is not read
+            self.server.metrics.unauthenticated.inc()
+            self._send(401, b"a client certificate signed by the webhook's client CA is required\n", "text/plain")
+            return
         route = self.server.routes.get(path)
         if route is None:
             self._drain_and_close()

@@ -11,7 +11,11 @@ Starts, each as its own process group, with every port on 127.0.0.1:
 - N replicas of `cozyrender webhook` behind a round-robin balancer (the
   Service hop), with the webhook chart's RBAC, ledger and webhook
   configuration applied from `helm template charts/cozyrender-webhook`,
-  and the replicas authenticating as the chart's service account.
+  and the replicas authenticating as the chart's service account;
+- only the API server may call them (issue 28 item 4): kube-apiserver's
+  AdmissionConfiguration gives it a kubeconfig presenting a client
+  certificate from a CA of the webhook's own (`pki/webhook-callers/`), and
+  the replicas run with `--client-ca` of that CA.
 
     python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2]
     python tools/controlplane/cluster.py down [--dir .cache/cluster]
@@ -172,7 +176,31 @@ class ControlPlane:
         self.controller_manager_cert = ca.issue("controller-manager", "system:kube-controller-manager",
                                                 organizations=("system:masters",), client=True)
         self.webhook_serving_cert = ca.issue("webhook", "cozyrender-webhook", server_names=("127.0.0.1", "localhost"))
+        self._admission_pki()
         self.sa_key, self.sa_pub = service_account_keys(self.pki)
+
+    def _admission_pki(self) -> None:
+        """The CA the webhook checks its callers against (its own, not the
+        cluster's client CA, which signs every user's certificate), the
+        client certificate kube-apiserver presents with it, and the
+        AdmissionConfiguration handing the API server that certificate for
+        every webhook (`*`: the test plane's webhooks are all cozyrender's)."""
+        callers = self.pki / "webhook-callers"
+        callers.mkdir(exist_ok=True)
+        caller_ca = CA(callers)
+        self.webhook_client_ca = caller_ca.cert_path
+        cert, key = caller_ca.issue("kube-apiserver", "kube-apiserver", client=True)
+        kubeconfig = callers / "kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump({
+            "apiVersion": "v1", "kind": "Config",
+            "users": [{"name": "*", "user": {"client-certificate": str(cert), "client-key": str(key)}}]}))
+        webhook = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "WebhookAdmissionConfiguration",
+                   "kubeConfigFile": str(kubeconfig)}
+        self.admission_config = self.dir / "admission-config.yaml"
+        self.admission_config.write_text(yaml.safe_dump({
+            "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration",
+            "plugins": [{"name": name, "configuration": webhook}
+                        for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")]}))
 
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
@@ -203,6 +231,7 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--authorization-mode=Node,RBAC",
+            f"--admission-control-config-file={self.admission_config}",
             # No kubelet or kube-proxy here: the `kubernetes` Service's endpoints would be a loopback
             # address, which the API refuses.
             "--endpoint-reconciler-type=none",
@@ -262,6 +291,7 @@ class ControlPlane:
         values = {
             "clientConfig": {"url": url, "caBundle": base64.b64encode(self.ca_pem).decode()},
             "fluxInjection": "--flux-injection" in self.webhook_args,
+            "clientAuth": {"caBundle": base64.b64encode(self.webhook_client_ca.read_bytes()).decode()},
         }
         values_file = self.dir / "webhook-values.yaml"
         values_file.write_text(yaml.safe_dump(values))
@@ -304,7 +334,7 @@ class ControlPlane:
         self._spawn(f"webhook-{index}", [
             sys.executable, "-m", "cozyrender", "webhook", "--listen", f"127.0.0.1:{self.ports[f'webhook-{index}']}",
             "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(self.webhook_kubeconfig),
-            "--namespace", WEBHOOK_NAMESPACE, *self.webhook_args,
+            "--namespace", WEBHOOK_NAMESPACE, "--client-ca", str(self.webhook_client_ca), *self.webhook_args,
         ], env=env)
 
     def wait_webhook(self, index: int, timeout: float = 60) -> None:
