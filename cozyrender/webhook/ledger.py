@@ -14,9 +14,9 @@ Rules:
 - A write takes the shards of its chain of pool roots: the root of the pool
   it is in (for a Tenant, of the pool above it, and its own namespace's
   while it declares keys before or after the write), then the pool root
-  above that one, up to the top. A write in no pool at all takes the shard
-  of its top-level tenant's namespace, where a Tenant that would make a
-  pool appear above it meets it. The chain is computed on the watched view
+  above that one, up to the top. A write no pool covers takes tenant-root's
+  shard, where any Tenant that would make a pool appear above it (the root
+  tenant's included) meets it. The chain is computed on the watched view
   with the read entries laid over it, and read again until no new shard
   appears. The shards are written in one fixed order (ancestors first, then
   by name), each with compare-and-swap: a 409 means another decision wrote
@@ -47,7 +47,9 @@ Rules:
   AlreadyExists: the API server would refuse it too) and never laid over
   the stored object.
 - An entry stops counting when this replica's watch shows its object at its
-  generation or later, and is released from its shards when it expires, or
+  generation or later, and leaves its shards `2 * settle` seconds after its
+  admission (the other replicas' watches have seen it by then), or when it
+  expires, or
   once the API server has had `settle` seconds to answer (the time a write
   takes from this answer to being stored, other webhooks included) and a
   read from the API server shows the object was never stored at that uid
@@ -59,6 +61,7 @@ Rules:
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -71,7 +74,7 @@ from cozyrender.budgets import check_write
 from cozyrender.budgets.checks import growth
 from cozyrender.budgets.live import LiveIndex
 from cozyrender.budgets.model import WORKLOAD_KINDS, parse_declaration, parse_workload
-from cozyrender.budgets.tree import ancestors, is_tenant_namespace, is_within, parent_namespace
+from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, is_within, parent_namespace
 from cozyrender.gpuclass.classes import identity_group
 from cozyrender.kube.identity import identity_of
 from cozyrender.kube.shape import ShapeError
@@ -88,6 +91,8 @@ MAX_SHARD_BYTES = 900 * 1024  # a ConfigMap holds at most 1 MiB
 MAX_ENTRY_BYTES = 4096
 MAX_GROUP_ENTRIES = 32  # one tenant subtree's pending entries in one shard
 MAX_GROUP_BYTES = 64 * 1024
+MAX_GROUP_TENANTS = 2  # one tenant subtree's pending Tenant writes in one shard
+MAX_COMBINATIONS = 81  # views a decision checks with pending Tenants declaring different keys
 MAX_RELEASE_LOOKUPS = 4  # API reads per decision to release entries never stored
 ALREADY_EXISTS = (409, "AlreadyExists")
 
@@ -272,6 +277,17 @@ def effective(pending: list[dict], stored: Mapping | None, anchor: str) -> dict:
     return result
 
 
+def _declares_differently(versions: list[dict], stored: Mapping | None) -> bool:
+    """Whether a Tenant's versions (pending, and stored or absent) differ in
+    the keys they declare: then no one version is the tightest everywhere."""
+    keys = [frozenset((v["spec"].get("resourceQuotas") or {})) for v in versions]
+    if stored is not None:
+        keys.append(frozenset(projection(stored)["spec"].get("resourceQuotas") or {}))
+    else:
+        keys.append(None)  # absent: no pool root here at all
+    return len(set(keys)) > 1
+
+
 def _owned_namespace(tenant: Mapping) -> str | None:
     try:
         return parse_declaration(tenant).namespace
@@ -312,12 +328,6 @@ def chain(state, namespace: str | None) -> list[str]:
     return found
 
 
-def top_level(namespace: str) -> str:
-    """The namespace of the top-level tenant above `namespace` (tenant-root itself for tenant-root)."""
-    levels = list(ancestors(namespace))
-    return levels[-2] if len(levels) > 1 else levels[-1]
-
-
 def anchor_of(obj: Mapping) -> str:
     """Where a write's own budgets are judged: a workload's namespace, a Tenant's own namespace."""
     if obj.get("kind") == "Tenant":
@@ -335,14 +345,12 @@ def shards_of(state, obj: Mapping, old: Mapping | None) -> set[str]:
         declares = own.is_budget_root or (stored is not None and stored.is_budget_root) or (
             old is not None and bool(((old.get("spec") or {}).get("resourceQuotas"))))
         parent = parent_namespace(own.namespace)
-        found = chain(state, parent)
-        if not found:
-            found = [top_level(own.namespace)]
+        found = chain(state, parent) or [ROOT_NAMESPACE]
         return set(found) | ({own.namespace} if declares else set())
     namespace = (obj.get("metadata") or {}).get("namespace") or ""
     if not is_tenant_namespace(namespace):
         return set()
-    return set(chain(state, namespace) or [top_level(namespace)])
+    return set(chain(state, namespace) or [ROOT_NAMESPACE])
 
 
 def shard_order(namespace: str) -> tuple[int, str]:
@@ -556,7 +564,8 @@ class Arbiter:
                 if entry.expires <= now or key in released or (request and entry.request == request):
                     continue
                 if self._caught_up(entry):
-                    kept[shard].append(entry)
+                    if now - entry.admitted <= 2 * self.settle:  # other replicas' watches may lag behind
+                        kept[shard].append(entry)
                     continue
                 if entry.admitted + self.settle <= now and self.lookup is not None and lookups < MAX_RELEASE_LOOKUPS:
                     lookups += 1
@@ -590,7 +599,9 @@ class Arbiter:
             mine = group_of(shard, entry.namespace)
             same = [other for other in entries if group_of(shard, other.namespace) == mine
                     and other.request != entry.request]
-            if len(same) >= MAX_GROUP_ENTRIES or sum(other.size() for other in same) + entry.size() > MAX_GROUP_BYTES:
+            tenants = [other for other in same if other.identity[1] == "Tenant"]
+            if len(same) >= MAX_GROUP_ENTRIES or sum(other.size() for other in same) + entry.size() > MAX_GROUP_BYTES \
+                    or (entry.identity[1] == "Tenant" and len(tenants) >= MAX_GROUP_TENANTS):
                 return admission.cannot_decide(review, review.uid, f"too many writes of {mine} are in flight "
                                                f"in pool {shard}; try again once they are stored")
             if len(encode(entries)) + entry.size() > MAX_SHARD_BYTES:
@@ -618,28 +629,50 @@ class Arbiter:
         return self._judge(review, obj, old, entries)[0]
 
     def _judge(self, review: admission.Review, obj: dict, old: dict | None, entries: Iterable[Entry]):
-        """check_write on the watched view with `entries` (each identity as
-        `effective` counts it) and `old` (UPDATE) laid over it, reverted
-        after; and the shards the write takes in that view."""
+        """check_write on the watched view with `entries` and `old` (UPDATE)
+        laid over it, reverted after; and the shards the write takes in that
+        view. Each pending identity counts as `effective` says, except a
+        Tenant whose versions differ in the keys they declare (a pool root
+        appearing, a key a subtree escapes by): the write must fit with each
+        of its versions in view, every combination of them."""
         anchor = anchor_of(obj)
         own = identity(obj)
         pending: dict[tuple, list[dict]] = {}
         for entry in entries:
             if entry.identity != own:
                 pending.setdefault(entry.identity, []).append(entry.obj)
-        with self._overlaid(pending, anchor, old if review.operation == "UPDATE" else None):
-            decision = check_write(self.index.state, obj, platform_vgpu=self.platform_vgpu)
-            shards = shards_of(self.index.state, obj, old)
+        fixed, choices = [], []
+        with self.lock:
+            for versions in pending.values():
+                stored = self.index.get(versions[0])
+                if versions[0]["kind"] == "Tenant" and _declares_differently(versions, stored):
+                    choices.append([None] + versions)  # None: as the watched view holds it
+                else:
+                    fixed.append(effective(versions, stored, anchor))
+        combinations = 1
+        for choice in choices:
+            combinations *= len(choice)
+        if combinations > MAX_COMBINATIONS:
+            raise LedgerError("too many Tenant changes are in flight in this pool to decide it; try again in a "
+                              "few seconds")
+        shards: set[str] = set()
+        decision = None
+        for combination in itertools.product(*choices):
+            laid = fixed + [version for version in combination if version is not None]
+            with self._overlaid(laid, old if review.operation == "UPDATE" else None):
+                decision = check_write(self.index.state, obj, platform_vgpu=self.platform_vgpu)
+                shards |= shards_of(self.index.state, obj, old)
+            if not decision.allowed:
+                break
         return decision, shards
 
     @contextmanager
-    def _overlaid(self, pending: Mapping[tuple, list[dict]], anchor: str, old: dict | None):
+    def _overlaid(self, laid: list[dict], old: dict | None):
         with self.lock:
             undo: list[tuple[Mapping, Mapping | None]] = []
             try:
-                for versions in pending.values():
-                    stored = self.index.get(versions[0])
-                    self._put(effective(versions, stored, anchor), undo)
+                for version in laid:
+                    self._put(version, undo)
                 if old is not None:
                     cached = self.index.get(old)
                     if not _same(cached, old):  # the watch lags behind the stored object
