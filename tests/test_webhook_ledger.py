@@ -485,3 +485,16 @@ def test_the_stored_state_never_over_commits(sequence) -> None:
         for replica in (0, 1):
             lag[replica].append(obj)
         assert naive_violations(list(stored.values()), lowered) == [], (obj, sequence)
+
+
+def test_many_new_tenants_in_flight_at_once_are_all_decided() -> None:
+    """A hoster creating tenants in bulk: new tenants hold nothing yet, so
+    which keys they declare bears on no other decision (no combinations to
+    check), and each new tenant is its own share of the shard above it."""
+    state = classes("a100") + [tenant("acme", quotas={A100: 100})]
+    judge = ledgered(state)
+    for index in range(12):
+        assert allowed(judge, tenant(f"t{index}", "tenant-acme", quotas={A100: 2}))
+        assert allowed(judge, tenant(f"top{index}", quotas={A100: 2}))
+    assert not allowed(judge, tenant("t99", "tenant-acme", quotas={A100: 77}))  # 12 x 2 pending: 76 left
+    assert allowed(judge, tenant("t99", "tenant-acme", quotas={A100: 76}))

@@ -288,6 +288,21 @@ def _declares_differently(versions: list[dict], stored: Mapping | None) -> bool:
     return len(set(keys)) > 1
 
 
+def _bears_on(state, tenant: Mapping, anchor: str, pools: set[str], held: set[str]) -> bool:
+    """Whether which keys a pending Tenant declares can change the decision
+    of a write at `anchor` (whose chain of pool roots is `pools`): the write
+    is in its subtree, or its subtree holds something (`held`: namespaces
+    with reservations, tenants or usage) counted in a pool the write is
+    charged to."""
+    owned = _owned_namespace(tenant)
+    if owned is None:
+        return False
+    if is_within(anchor, owned):
+        return True
+    parent = parent_namespace(owned)
+    return bool(pools.intersection(chain(state, parent))) and any(is_within(namespace, owned) for namespace in held)
+
+
 def _owned_namespace(tenant: Mapping) -> str | None:
     try:
         return parse_declaration(tenant).namespace
@@ -351,6 +366,13 @@ def shards_of(state, obj: Mapping, old: Mapping | None) -> set[str]:
     if not is_tenant_namespace(namespace):
         return set()
     return set(chain(state, namespace) or [ROOT_NAMESPACE])
+
+
+def _anchor(entry: Entry) -> str:
+    """An entry's `anchor_of` (a Tenant's own namespace)."""
+    if entry.identity[1] == "Tenant":
+        return _owned_namespace(entry.obj) or entry.namespace
+    return entry.namespace
 
 
 def shard_order(namespace: str) -> tuple[int, str]:
@@ -596,8 +618,8 @@ class Arbiter:
         """A refusal when the write's tenant subtree already holds its share
         of a shard, or the shard is full; never saying what others hold."""
         for shard, entries in kept.items():
-            mine = group_of(shard, entry.namespace)
-            same = [other for other in entries if group_of(shard, other.namespace) == mine
+            mine = group_of(shard, _anchor(entry))
+            same = [other for other in entries if group_of(shard, _anchor(other)) == mine
                     and other.request != entry.request]
             tenants = [other for other in same if other.identity[1] == "Tenant"]
             if len(same) >= MAX_GROUP_ENTRIES or sum(other.size() for other in same) + entry.size() > MAX_GROUP_BYTES \
@@ -643,9 +665,14 @@ class Arbiter:
                 pending.setdefault(entry.identity, []).append(entry.obj)
         fixed, choices = [], []
         with self.lock:
+            state = self.index.state
+            pools = set(chain(state, anchor)) | set(chain(state, parent_namespace(anchor)))
+            held = set(state.reserved) | set(state.declarations) | set(state.usage) | {
+                key[2] for key in pending if key[1] != "Tenant"}
             for versions in pending.values():
                 stored = self.index.get(versions[0])
-                if versions[0]["kind"] == "Tenant" and _declares_differently(versions, stored):
+                if versions[0]["kind"] == "Tenant" and _declares_differently(versions, stored) \
+                        and _bears_on(state, versions[0], anchor, pools, held):
                     choices.append([None] + versions)  # None: as the watched view holds it
                 else:
                     fixed.append(effective(versions, stored, anchor))
