@@ -47,9 +47,9 @@ Rules:
   AlreadyExists: the API server would refuse it too) and never laid over
   the stored object.
 - An entry stops counting when this replica's watch shows its object at its
-  generation or later, and leaves its shards `2 * settle` seconds after its
-  admission (the other replicas' watches have seen it by then), or when it
-  expires, or
+  generation or later, and leaves its shards once that is so `settle`
+  seconds after its admission (the other replicas' watches have seen it by
+  then), or when it expires, or
   once the API server has had `settle` seconds to answer (the time a write
   takes from this answer to being stored, other webhooks included) and a
   read from the API server shows the object was never stored at that uid
@@ -492,6 +492,8 @@ class Arbiter:
         self.seen, self.unreadable = seen, unreadable
         self.ttl, self.deadline, self.platform_vgpu, self.clock = ttl, deadline, platform_vgpu, clock
         self.settle, self.lookup = settle, lookup
+        self._turns: dict[str, list] = {}  # topmost shard -> [its lock, how many wait on it]
+        self._turns_lock = threading.Lock()
 
     def __call__(self, body: object) -> dict:
         try:
@@ -530,6 +532,29 @@ class Arbiter:
             return admission.cannot_decide(review, review.uid, f"{type(err).__name__}: {err}")
 
     def _reserve(self, review: admission.Review, obj: dict, old: dict | None) -> dict:
+        """The decision of a growing write, with its entry written to its
+        shards. Within this process, writes sharing a shard take turns (by
+        the topmost shard of their chain: two chains that share any shard
+        share their topmost one), so only other replicas' writes cause 409s."""
+        wanted = self._judge(review, obj, old, [])[1]
+        with self._turn(min(wanted, key=shard_order) if wanted else ""):
+            return self._reserve_in_turn(review, obj, old)
+
+    @contextmanager
+    def _turn(self, shard: str):
+        with self._turns_lock:
+            lock = self._turns.setdefault(shard, [threading.Lock(), 0])
+            lock[1] += 1
+        try:
+            with lock[0]:
+                yield
+        finally:
+            with self._turns_lock:
+                lock[1] -= 1
+                if not lock[1]:
+                    del self._turns[shard]
+
+    def _reserve_in_turn(self, review: admission.Review, obj: dict, old: dict | None) -> dict:
         give_up = time.monotonic() + self.deadline
         entry = self._entry(review, obj)
         if entry.size() > MAX_ENTRY_BYTES:
@@ -586,7 +611,7 @@ class Arbiter:
                 if entry.expires <= now or key in released or (request and entry.request == request):
                     continue
                 if self._caught_up(entry):
-                    if now - entry.admitted <= 2 * self.settle:  # other replicas' watches may lag behind
+                    if now - entry.admitted <= self.settle:  # other replicas' watches may lag behind
                         kept[shard].append(entry)
                     continue
                 if entry.admitted + self.settle <= now and self.lookup is not None and lookups < MAX_RELEASE_LOOKUPS:
@@ -616,11 +641,12 @@ class Arbiter:
 
     def _full(self, review: admission.Review, entry: Entry, kept: Mapping[str, list[Entry]]) -> dict | None:
         """A refusal when the write's tenant subtree already holds its share
-        of a shard, or the shard is full; never saying what others hold."""
+        of a shard's in-flight entries (admitted, not yet seen stored), or the
+        shard is full; never saying what others hold."""
         for shard, entries in kept.items():
             mine = group_of(shard, _anchor(entry))
             same = [other for other in entries if group_of(shard, _anchor(other)) == mine
-                    and other.request != entry.request]
+                    and other.request != entry.request and not self._caught_up(other)]
             tenants = [other for other in same if other.identity[1] == "Tenant"]
             if len(same) >= MAX_GROUP_ENTRIES or sum(other.size() for other in same) + entry.size() > MAX_GROUP_BYTES \
                     or (entry.identity[1] == "Tenant" and len(tenants) >= MAX_GROUP_TENANTS):
