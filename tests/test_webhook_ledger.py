@@ -1,8 +1,13 @@
 """The ledger's pure parts (cozyrender.webhook.ledger): what grows, the entry
 format, and the overlay: reservations laid over the watched view through
 LiveIndex upsert/remove, decided by check_write on that view, and reverted
-after, so the index is left exactly as the watch made it. (The
-compare-and-swap against the API server is tested in test_webhook_live.py.)"""
+after, so the index is left exactly as the watch made it; the sharded
+ledger through an in-memory store with the same compare-and-swap: which
+shards a write takes, entries holding only what the rules read, per-tenant
+shares, pending writes that only ever take room, and the property that the
+stored state never over-commits across writes admitted but never stored.
+(The ConfigMap shards against the API server: test_webhook_live.py and
+test_webhook_ledger_live.py.)"""
 
 from __future__ import annotations
 
@@ -391,7 +396,6 @@ def test_contended_shards_are_retried_in_order_and_both_writes_decided() -> None
 
 # -- the property: writes admitted but never stored never over-commit -----------------------------
 
-from test_budgets_properties import A100 as A100_KEY  # noqa: E402,F401
 from test_budgets_properties import writes as budget_writes  # noqa: E402
 
 FATES = ("stored", "stored", "already-exists", "refused-later", "timeout")
