@@ -5,6 +5,8 @@ webhook replicas behind the round-robin balancer, as `make cluster` gives):
 - issue 28 attack 3: a 921 KB spec.notes re-create fills nothing, and
   another tenant's growing writes are still admitted;
 - entries hold only what the rules read, one shard per pool root;
+- a write the webhook admitted and ResourceQuota admission then refused is
+  released once the API server shows it never stored, before its TTL;
 - issue 26: writes into different pools and their shared ancestor, and
   Tenant writes on that ancestor's pool, interleaved across both replicas:
   the stored state never holds more than a budget allows.
@@ -153,3 +155,42 @@ def test_writes_to_different_pools_and_a_shared_ancestor_interleave(cluster, api
     assert errors == []
     decided = [r for r in results if r[1] in (200, 201)]
     assert len(decided) == in_pa + in_pb + in_shared + pc + (budget_pa - 4)
+
+
+def test_a_write_refused_after_the_webhook_is_released_before_its_ttl(cluster, api) -> None:
+    """Issue 26: a reservation whose object was never stored is released as
+    soon as that can be known. ResourceQuota admission runs after the
+    validating webhooks: with `count/vminstances...: 0` it refuses a create
+    the webhook admitted and reserved. Its devices are held (the next write
+    is refused), then released once the settle time has passed and the API
+    server shows no such object: well before the 60 s TTL."""
+    import time
+
+    tenants = cached(cluster, "Tenant")
+    ns = make_tenant(api, "settle", {A100: 2})
+    wait_until_cached(cluster, "Tenant", tenants + 1)
+    status, body = api.create(f"/api/v1/namespaces/{ns}/resourcequotas", {
+        "apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "none", "namespace": ns},
+        "spec": {"hard": {"count/vminstances.apps.cozystack.io": "0"}}})
+    assert status == 201, body
+    # No quota controller here: its status is what the quota plugin reads, written as it would.
+    body["status"] = {"hard": {"count/vminstances.apps.cozystack.io": "0"},
+                      "used": {"count/vminstances.apps.cozystack.io": "0"}}
+    status, body = api.replace(f"/api/v1/namespaces/{ns}/resourcequotas/none/status", body)
+    assert status == 200, body
+    refused_later = time.monotonic()
+    status, body = api.create(apps_path("vminstances", ns), vm_body(ns, "never", 2))
+    assert status == 403 and "exceeded quota" in body["message"], body.get("message", body)
+    vms = lambda: [e["identity"][3] for e in ledger_entries(api, ns) if e["identity"][1] == "VMInstance"]  # noqa: E731
+    assert vms() == ["never"]  # the webhook had reserved it
+    assert api.delete(f"/api/v1/namespaces/{ns}/resourcequotas/none")[0] == 200
+    status, body = api.create(apps_path("vminstances", ns), vm_body(ns, "next", 2), dry_run=True)
+    assert status == 403 and "exceeded GPU budget" in body["message"], body.get("message", body)
+    while True:  # every decision reading the shard may release it once 10 s have passed
+        status, body = api.create(apps_path("vminstances", ns), vm_body(ns, "next", 2))
+        if status == 201:
+            break
+        assert status == 403 and "exceeded GPU budget" in body["message"], body.get("message", body)
+        assert time.monotonic() - refused_later < 55, "the reservation was held until its TTL"
+        time.sleep(1)
+    assert vms() == ["next"]
