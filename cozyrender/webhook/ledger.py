@@ -32,29 +32,36 @@ Rules:
   read (a workload's class entries and replica numbers under renamed node
   groups; a Tenant's resourceQuotas and vGPU flag; never any other field),
   the admission time and expiry (TTL, 60 s by default). An entry is at most
-  MAX_ENTRY_BYTES; one tenant subtree holds at most MAX_GROUP_ENTRIES
-  entries and MAX_GROUP_BYTES in a shard (the subtree of the child of the
-  shard's pool root the write is in), so no tenant can fill a shard another
-  tenant needs. Refusals never state the shard's size or anyone's entries.
+  MAX_ENTRY_BYTES. In a shard, the in-flight entries (not yet seen stored)
+  of one tenant subtree (the subtree of the child of the shard's pool root
+  the write's own namespace is in) are capped: MAX_GROUP_ENTRIES entries,
+  MAX_GROUP_BYTES, MAX_GROUP_TENANTS Tenant writes; so no tenant can fill a
+  shard another tenant needs. Refusals never state the shard's size or
+  anyone's entries.
 - Reservations only ever take room. A pending workload counts as the larger
   of itself and what is stored, class by class. A pending Tenant counts as
   the larger of itself and what is stored (key by key) everywhere it is
   charged, and as the smaller where its own budgets apply: a write inside
   its subtree sees its lower value, so an increase charges its parent at
   once but raises nothing below it until stored, and a decrease takes room
-  below at once but frees its parent's room only once stored. A CREATE
-  whose identity the watched view holds is refused at once (409
-  AlreadyExists: the API server would refuse it too) and never laid over
-  the stored object.
+  below at once but frees its parent's room only once stored. A pending
+  Tenant whose versions declare different keys (a pool root appearing, a
+  class a subtree stops capping) has no one tightest version: where that
+  bears on the write, it is checked with each version in view (at most
+  MAX_COMBINATIONS views). A CREATE whose identity the watched view holds
+  is refused at once (409 AlreadyExists: the API server would refuse it
+  too) and never laid over the stored object.
 - An entry stops counting when this replica's watch shows its object at its
-  generation or later, and leaves its shards once that is so `settle`
-  seconds after its admission (the other replicas' watches have seen it by
-  then), or when it expires, or
-  once the API server has had `settle` seconds to answer (the time a write
-  takes from this answer to being stored, other webhooks included) and a
-  read from the API server shows the object was never stored at that uid
-  and generation (AlreadyExists, a later admission plugin refusing, a
-  timeout).
+  generation or later, and then leaves its shards `settle` seconds after
+  its admission (the other replicas' watches have seen it by then). An
+  entry never seen is released once the API server has had `settle` seconds
+  to answer (the time from this answer to the write being stored, other
+  webhooks included) and a read from the API server shows the object was
+  never stored at that uid and generation (AlreadyExists, a later admission
+  plugin refusing, a timeout), at most MAX_RELEASE_LOOKUPS reads per
+  decision; at the latest when it expires.
+- Within one replica, writes sharing a shard take turns (by the topmost
+  shard of their chain), so 409s come only from other replicas.
 - A write that grows nothing is checked without the ledger, and a dry run
   writes nothing (sideEffects NoneOnDryRun).
 """
