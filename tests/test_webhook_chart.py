@@ -118,14 +118,18 @@ def test_rbac_reads_only_and_writes_the_ledger_alone(helm4: Path) -> None:
     rules = [(role["metadata"]["name"], rule) for role in by_kind(objects, "ClusterRole") + by_kind(objects, "Role")
              for rule in role["rules"]]
     writing = [(name, rule) for name, rule in rules if set(rule["verbs"]) - {"get", "list", "watch"}]
+    # The ledger's shards are named by pool root (created on demand): get, create, update of
+    # ConfigMaps in the webhook's own namespace, nothing cluster-wide, no list, watch or delete.
     assert writing == [("cozyrender-webhook-ledger", {"apiGroups": [""], "resources": ["configmaps"],
-                                                      "resourceNames": ["cozyrender-reservations"],
-                                                      "verbs": ["get", "update"]})]
+                                                      "verbs": ["get", "create", "update"]})]
+    [ledger_role] = [role for role in by_kind(objects, "Role") if role["metadata"]["name"] == "cozyrender-webhook-ledger"]
+    assert ledger_role["metadata"]["namespace"] == NAMESPACE
     secrets = [rule for _, rule in rules if "secrets" in rule["resources"]]
     assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["cozystack-values"],
                         "verbs": ["get", "list", "watch"]}]
-    [ledger] = by_kind(objects, "ConfigMap")
-    assert ledger["metadata"]["name"] == "cozyrender-reservations" and ledger["data"] == {"reservations.json": "[]"}
+    assert by_kind(objects, "ConfigMap") == []  # no static ledger object: shards are created on first use
+    [deployment] = by_kind(objects, "Deployment")
+    assert "--ledger=cozyrender-ledger" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_the_schema_refuses_a_timeout_above_ten(helm4: Path) -> None:

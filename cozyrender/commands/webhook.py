@@ -3,7 +3,7 @@ webhook, race-safe across replicas.
 
     cozyrender webhook --listen 127.0.0.1:8443 --tls-cert FILE --tls-key FILE \\
         [--client-ca FILE] [--kubeconfig FILE] [--context NAME] [--namespace cozyrender-system] \\
-        [--ledger NAME] [--reservation-ttl SECONDS] [--platform-vgpu true|false]
+        [--ledger PREFIX] [--reservation-ttl SECONDS] [--platform-vgpu true|false]
 
 Serves until SIGTERM or SIGINT, then stops gracefully (the requests in
 flight are answered). A thin shell over `cozyrender.webhook`.
@@ -65,9 +65,9 @@ def _address(listen: str) -> tuple[str, int]:
               "$KUBECONFIG or ~/.kube/config).")
 @click.option("--context", metavar="NAME", help="The kubeconfig context to use.")
 @click.option("--namespace", default=DEFAULT_NAMESPACE, show_default=True,
-              help="The webhook's namespace, where the ledger ConfigMap is.")
-@click.option("--ledger", default="cozyrender-reservations", show_default=True, metavar="NAME",
-              help="The reservation ledger ConfigMap.")
+              help="The webhook's namespace, where the ledger's shards (ConfigMaps) are.")
+@click.option("--ledger", default="cozyrender-ledger", show_default=True, metavar="PREFIX",
+              help="The reservation ledger: one ConfigMap PREFIX-<pool root namespace> per pool root.")
 @click.option("--reservation-ttl", type=Seconds(1, 3600), default=60, show_default=True, metavar="SECONDS",
               help="How long a reservation holds when no watch sees its object (1 to 3600).")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
@@ -81,9 +81,10 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     import ssl
 
     from cozyrender.budgets.live import LiveIndex
-    from cozyrender.kube.client import ClientError, make_client
+    from cozyrender.budgets.tree import ROOT_NAMESPACE
+    from cozyrender.kube.client import ClientError, make_client, stored_object
     from cozyrender.webhook.cache import Cache
-    from cozyrender.webhook.ledger import Arbiter, ConfigMapLedger, LedgerError
+    from cozyrender.webhook.ledger import Arbiter, ConfigMapShards, LedgerError
     from cozyrender.webhook.metrics import Metrics
     from cozyrender.webhook.server import serve, tls_context
 
@@ -109,16 +110,17 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
 
     index, lock, metrics = LiveIndex(), threading.Lock(), Metrics()
     cache = Cache(lambda: make_client(kubeconfig, context), index, lock, metrics)
-    store = ConfigMapLedger(ledger_client, namespace, ledger)
+    store = ConfigMapShards(ledger_client, namespace, ledger)
     arbiter = Arbiter(index, lock, metrics, store, seen=cache.seen, unreadable=lambda: cache.unreadable,
-                      ttl=reservation_ttl, platform_vgpu=None if platform_vgpu is None else platform_vgpu == "true")
+                      ttl=reservation_ttl, platform_vgpu=None if platform_vgpu is None else platform_vgpu == "true",
+                      lookup=lambda identity: stored_object(ledger_client, identity))
     ledger_state = {"ok": False, "why": "the ledger has not been read yet"}
     stopping = threading.Event()
 
     def check_ledger() -> None:
         while not stopping.is_set() and not ledger_state["ok"]:
             try:
-                store.read()
+                store.read(ROOT_NAMESPACE)  # absent or not: the shards can be read
                 ledger_state.update(ok=True, why="")
             except LedgerError as err:
                 ledger_state["why"] = str(err)

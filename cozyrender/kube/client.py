@@ -162,6 +162,22 @@ def list_kind(client, watched: Watched, chunk_size: int = 500) -> tuple[list[dic
     return objects, version
 
 
+def stored_object(client, identity: tuple) -> dict | None:
+    """The object of `identity` (group, kind, namespace, name) as the API
+    server holds it now (a quorum read), None when it has none; ApiError
+    for any other answer."""
+    from lightkube.core.exceptions import ApiError
+
+    group, kind, namespace, name = identity
+    watched = next(w for w in WATCHED if (w.group, w.kind) == (group, kind))
+    try:
+        return plain(client.get(resource(watched), name, namespace=namespace if watched.namespaced else None))
+    except ApiError as err:
+        if err.status is not None and err.status.code == 404:
+            return None
+        raise
+
+
 def read_state(client) -> list[dict]:
     """Every object `cozyrender check` reads, listed from the cluster: apps
     Tenants, VMInstances, KubernetesNodes and Kuberneteses, GPUClasses,

@@ -1,50 +1,87 @@
 """Race safety: the API server arbitrates between concurrent writes, through
-a reservation ledger updated with compare-and-swap.
+a reservation ledger sharded by pool root and updated with compare-and-swap.
 
 Rules:
-- One ledger object: the ConfigMap `cozyrender-reservations` in the
-  webhook's namespace (created by the chart; the webhook may get and update
-  it alone). It holds one entry per admitted growing write: the object's
-  identity (group, kind, namespace, name), uid and generation, the compact
-  projection the rules read (spec and identity), and an expiry (admission
-  time + TTL, 60 s by default).
-- A decision reads the ledger fresh (remembering its resourceVersion), lays
-  its live entries over this replica's watched view (an entry replaces the
-  watched object of the same identity; it is ignored once this replica's
-  watch has seen that uid at the entry's generation or later, or after it
-  expires), lays the request's oldObject over an UPDATE and takes the
-  object away for a CREATE, then runs `check_write`: `cozyrender check`'s
-  rules on that view. The overlay goes through LiveIndex upsert/remove and
-  is reverted after the check, so a decision costs what it touches.
-- When the write is admitted, grows something (a workload reserving more of
-  some class; any change of a Tenant's resourceQuotas) and is not a dry
-  run, its entry is written with an update carrying the resourceVersion
-  read (expired entries dropped). A 409 Conflict means another decision
-  got there first: re-read, re-check, retry until the deadline (8 s, well
-  inside the webhook's timeout), then refuse saying the ledger was
-  contended. So of two writes that each fit alone but not together, the
-  second to reach the ledger is checked with the first's entry in view,
-  whichever replica either reached: never both admitted.
-- A write that grows nothing is checked without the ledger (growth is the
-  only thing another pending write can make fail), and a dry run writes
-  nothing (sideEffects NoneOnDryRun).
-- A reservation whose object is never stored (another admission plugin
-  refused it later) holds its devices until it expires: refusing a little
-  too much for a minute, never admitting too much.
+- Shards: one ConfigMap per pool root (a tenant namespace whose Tenant
+  declares keys), `<prefix>-<namespace>` in the webhook's namespace, created
+  on first use. Per pool root and not per budget holder: a pool root is the
+  unit every budget figure is kept for (its budget, its reservations, its
+  carving children's charges, the devices in its subtree), so a write that
+  could make another fail in that pool always meets it in that pool's shard,
+  and two pools that share no pool root above them never touch the same
+  object (Kubernetes' ResourceQuota admission and Capsule's
+  GlobalResourceQuota keep their ledger with the quota in the same way).
+- A write takes the shards of its chain of pool roots: the root of the pool
+  it is in (for a Tenant, of the pool above it, and its own namespace's
+  while it declares keys before or after the write), then the pool root
+  above that one, up to the top. A write no pool covers takes tenant-root's
+  shard, where any Tenant that would make a pool appear above it (the root
+  tenant's included) meets it. The chain is computed on the watched view
+  with the read entries laid over it, and read again until no new shard
+  appears. The shards are written in one fixed order (ancestors first, then
+  by name), each with compare-and-swap: a 409 means another decision wrote
+  that shard since it was read: re-read, re-check, retry until the deadline
+  (8 s, inside the webhook's timeout), then refuse saying so. Of two writes
+  that each fit alone but not together, both charge some pool whose budget
+  the pair exceeds; both write that pool's shard, and the second to write it
+  read the first's entry: never both admitted. Optimistic writes hold no
+  lock, so they cannot deadlock; the first writer of a contended shard wins
+  it, so no round is lost by all.
+- An entry is one admitted growing write: the object's identity, uid and
+  generation, the request it came from, the compact projection the rules
+  read (a workload's class entries and replica numbers under renamed node
+  groups; a Tenant's resourceQuotas and vGPU flag; never any other field),
+  the admission time and expiry (TTL, 60 s by default). An entry is at most
+  MAX_ENTRY_BYTES. In a shard, the in-flight entries (not yet seen stored)
+  of one tenant subtree (the subtree of the child of the shard's pool root
+  the write's own namespace is in) are capped: MAX_GROUP_ENTRIES entries,
+  MAX_GROUP_BYTES, MAX_GROUP_TENANTS Tenant writes; so no tenant can fill a
+  shard another tenant needs. Refusals never state the shard's size or
+  anyone's entries.
+- Reservations only ever take room. A pending workload counts as the larger
+  of itself and what is stored, class by class. A pending Tenant counts as
+  the larger of itself and what is stored (key by key) everywhere it is
+  charged, and as the smaller where its own budgets apply: a write inside
+  its subtree sees its lower value, so an increase charges its parent at
+  once but raises nothing below it until stored, and a decrease takes room
+  below at once but frees its parent's room only once stored. A pending
+  Tenant whose versions declare different keys (a pool root appearing, a
+  class a subtree stops capping) has no one tightest version: where that
+  bears on the write, it is checked with each version in view (at most
+  MAX_COMBINATIONS views). A CREATE whose identity the watched view holds
+  is refused at once (409 AlreadyExists: the API server would refuse it
+  too) and never laid over the stored object.
+- An entry stops counting when this replica's watch shows its object at its
+  generation or later, and then leaves its shards `settle` seconds after
+  its admission (the other replicas' watches have seen it by then). An
+  entry never seen is released once the API server has had `settle` seconds
+  to answer (the time from this answer to the write being stored, other
+  webhooks included) and a read from the API server shows the object was
+  never stored at that uid and generation (AlreadyExists, a later admission
+  plugin refusing, a timeout), at most MAX_RELEASE_LOOKUPS reads per
+  decision; at the latest when it expires.
+- Within one replica, writes sharing a shard take turns (by the topmost
+  shard of their chain), so 409s come only from other replicas.
+- A write that grows nothing is checked without the ledger, and a dry run
+  writes nothing (sideEffects NoneOnDryRun).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from fractions import Fraction
 
 from cozyrender.budgets import check_write
-from cozyrender.budgets.live import LiveIndex
-from cozyrender.budgets.model import WORKLOAD_KINDS, parse_workload
 from cozyrender.budgets.checks import growth
+from cozyrender.budgets.live import LiveIndex
+from cozyrender.budgets.model import WORKLOAD_KINDS, parse_declaration, parse_workload
+from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, is_within, parent_namespace
 from cozyrender.gpuclass.classes import identity_group
 from cozyrender.kube.identity import identity_of
 from cozyrender.kube.shape import ShapeError
@@ -52,19 +89,27 @@ from cozyrender.kube.shape import ShapeError
 from . import admission
 from .metrics import Metrics
 
-DEFAULT_NAME = "cozyrender-reservations"
+DEFAULT_PREFIX = "cozyrender-ledger"
 DATA_KEY = "reservations.json"
 DEFAULT_TTL = 60.0
+DEFAULT_SETTLE = 10.0  # seconds from an answer to the write stored or refused (the webhook timeout)
 DEADLINE = 8.0  # seconds; the webhook's timeoutSeconds is 10
-MAX_LEDGER_BYTES = 900 * 1024  # a ConfigMap holds at most 1 MiB
+MAX_SHARD_BYTES = 900 * 1024  # a ConfigMap holds at most 1 MiB
+MAX_ENTRY_BYTES = 4096
+MAX_GROUP_ENTRIES = 32  # one tenant subtree's pending entries in one shard
+MAX_GROUP_BYTES = 64 * 1024
+MAX_GROUP_TENANTS = 2  # one tenant subtree's pending Tenant writes in one shard
+MAX_COMBINATIONS = 81  # views a decision checks with pending Tenants declaring different keys
+MAX_RELEASE_LOOKUPS = 4  # API reads per decision to release entries never stored
+ALREADY_EXISTS = (409, "AlreadyExists")
 
 
 class Conflict(Exception):
-    """The ledger changed since it was read (409)."""
+    """A shard changed since it was read (409)."""
 
 
 class LedgerError(Exception):
-    """The ledger cannot be read or written; str() says why."""
+    """A shard cannot be read or written; str() says why."""
 
 
 @dataclass(frozen=True)
@@ -75,24 +120,204 @@ class Entry:
     obj: dict
     admitted: float
     expires: float
+    request: str = ""
 
     def as_dict(self) -> dict:
         return {"identity": list(self.identity), "uid": self.uid, "generation": self.generation,
-                "object": self.obj, "admitted": self.admitted, "expires": self.expires}
+                "object": self.obj, "admitted": self.admitted, "expires": self.expires, "request": self.request}
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Entry:
         return cls(tuple(data["identity"]), str(data.get("uid") or ""), int(data.get("generation") or 0),
-                   dict(data["object"]), float(data["admitted"]), float(data["expires"]))
+                   dict(data["object"]), float(data["admitted"]), float(data["expires"]),
+                   str(data.get("request") or ""))
+
+    @property
+    def namespace(self) -> str:
+        return self.identity[2] or ""
+
+    def size(self) -> int:
+        return len(encode([self]))
+
+
+# -- the compact projection ----------------------------------------------------
+
+def _class_entries(gpus: object) -> list[dict]:
+    """`gpus` as the rules count it: class entries with their count (device
+    names, which reserve nothing, and every other field dropped)."""
+    out = []
+    for entry in gpus if isinstance(gpus, list) else ():
+        if isinstance(entry, Mapping) and entry.get("class") is not None:
+            out.append({"class": entry["class"], "count": entry.get("count", 1)})
+    return out
+
+
+def _pool(spec: Mapping) -> dict:
+    """A worker pool or node group: its class entries and maxReplicas."""
+    out: dict = {"gpus": _class_entries(spec.get("gpus"))}
+    if spec.get("maxReplicas") is not None:
+        out["maxReplicas"] = spec["maxReplicas"]
+    return out
 
 
 def projection(obj: Mapping) -> dict:
-    """What the ledger keeps of an object: the spec the rules read and its identity."""
+    """What the ledger keeps of an object: its identity and the fields the
+    budget rules read, nothing else (a node group's name is not read: groups
+    are renamed g0, g1, ... in their sorted order)."""
     meta = obj.get("metadata") or {}
-    kept = {key: meta[key] for key in ("name", "namespace", "uid", "generation") if key in meta}
-    return {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "metadata": kept,
-            "spec": obj.get("spec") or {}}
+    kept = {key: meta[key] for key in ("name", "namespace") if key in meta}
+    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+    kind = obj.get("kind")
+    if kind == "Tenant":
+        out: dict = {}
+        if isinstance(spec.get("resourceQuotas"), Mapping):
+            out["resourceQuotas"] = dict(spec["resourceQuotas"])
+        gpu = spec.get("gpu")
+        if isinstance(gpu, Mapping) and "vgpu" in gpu:
+            out["gpu"] = {"vgpu": gpu["vgpu"]}
+    elif kind == "Kubernetes":
+        groups = spec.get("nodeGroups") if isinstance(spec.get("nodeGroups"), Mapping) else {}
+        out = {"nodeGroups": {f"g{i}": _pool(groups[name]) for i, name in enumerate(sorted(groups, key=str))
+                              if isinstance(groups[name], Mapping)}}
+    elif kind == "KubernetesNodes":
+        out = _pool(spec)
+    else:
+        out = {"gpus": _class_entries(spec.get("gpus"))}
+    return {"apiVersion": obj.get("apiVersion"), "kind": kind, "metadata": kept, "spec": out}
 
+
+# -- the larger (or smaller) of two versions -------------------------------------
+
+def _reserves(pool: Mapping, replicas: int = 1) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for entry in pool.get("gpus") or ():
+        found[entry["class"]] = found.get(entry["class"], 0) + entry["count"] * replicas
+    return found
+
+
+def _larger_pool(a: Mapping, b: Mapping, replicated: bool) -> dict:
+    """A pool reserving, class by class, at least what `a` and `b` each
+    reserve: the larger maxReplicas, and per class the entries of the side
+    reserving more."""
+    ra, rb = (a.get("maxReplicas") or 0, b.get("maxReplicas") or 0) if replicated else (1, 1)
+    mine, theirs = _reserves(a, ra), _reserves(b, rb)
+    gpus = []
+    for gpu_class in sorted(set(mine) | set(theirs)):
+        side = a if mine.get(gpu_class, 0) >= theirs.get(gpu_class, 0) else b
+        gpus += [entry for entry in side.get("gpus") or () if entry["class"] == gpu_class]
+    out: dict = {"gpus": gpus}
+    if replicated and (ra or rb or gpus):
+        out["maxReplicas"] = max(ra, rb)
+    return out
+
+
+def _larger_workload(a: Mapping, b: Mapping) -> dict:
+    kind = a["kind"]
+    if kind == "Kubernetes":
+        ga, gb = a["spec"].get("nodeGroups") or {}, b["spec"].get("nodeGroups") or {}
+        empty: dict = {"gpus": []}
+        spec = {"nodeGroups": {name: _larger_pool(ga.get(name, empty), gb.get(name, empty), True)
+                               for name in sorted(set(ga) | set(gb))}}
+    else:
+        spec = _larger_pool(a["spec"], b["spec"], kind == "KubernetesNodes")
+    return dict(a, spec=spec)
+
+
+def _value(key: str, value: object) -> Fraction | None:
+    """A declared value as a number (None: unusable, counted as 0)."""
+    from cozyrender.budgets.bounds import quantity_text_problem
+    from cozyrender.keys import declared_in_budget_domain, parse_budget_value
+    from cozyrender.kube.quantity import parse_quantity
+
+    try:
+        if declared_in_budget_domain(key):
+            return Fraction(parse_budget_value(value))
+        if quantity_text_problem(value) is not None:
+            return None
+        return parse_quantity(value)
+    except Exception:
+        return None
+
+
+def _tenant_bound(a: Mapping, b: Mapping, larger: bool) -> dict:
+    """A Tenant declaring every key either declares, each at the larger
+    (`larger`) or the smaller value of the two, and entitled to vGPU when
+    either (larger) or both (smaller) are."""
+    from cozyrender.entitlement import flag_value
+
+    qa, qb = a["spec"].get("resourceQuotas") or {}, b["spec"].get("resourceQuotas") or {}
+    quotas = {}
+    for key in list(qa) + [key for key in qb if key not in qa]:
+        if key not in qa or key not in qb:
+            quotas[key] = qa[key] if key in qa else qb[key]
+            continue
+        va, vb = _value(key, qa[key]), _value(key, qb[key])
+        if va is None or vb is None:  # unusable counts as 0: the smaller
+            pick_a = (va is None) != larger
+        else:
+            pick_a = va >= vb if larger else va <= vb
+        quotas[key] = qa[key] if pick_a else qb[key]
+    spec: dict = {"resourceQuotas": quotas}
+    flags = [bool(flag_value((side["spec"].get("gpu") or {}).get("vgpu"))) for side in (a, b)]
+    spec["gpu"] = {"vgpu": any(flags) if larger else all(flags)}
+    return dict(a, spec=spec)
+
+
+def effective(pending: list[dict], stored: Mapping | None, anchor: str) -> dict:
+    """What pending versions of one object count as for a write at namespace
+    `anchor` (a workload's namespace; a Tenant's own namespace): never less
+    room taken than the stored object (`stored`, None when absent) or any
+    pending version. A Tenant counts at its smaller values inside its own
+    subtree (its budgets bound the write there) and at its larger ones
+    elsewhere (its charge above)."""
+    versions = [dict(projection(stored))] if stored is not None else []
+    versions += pending
+    result = versions[0]
+    if result["kind"] == "Tenant":
+        owned = _owned_namespace(result)
+        larger = not (owned and is_within(anchor, owned))
+        for other in versions[1:]:
+            result = _tenant_bound(result, other, larger)
+    elif result["kind"] in WORKLOAD_KINDS:
+        for other in versions[1:]:
+            result = _larger_workload(result, other)
+    return result
+
+
+def _declares_differently(versions: list[dict], stored: Mapping | None) -> bool:
+    """Whether a Tenant's versions (pending, and stored or absent) differ in
+    the keys they declare: then no one version is the tightest everywhere."""
+    keys = [frozenset((v["spec"].get("resourceQuotas") or {})) for v in versions]
+    if stored is not None:
+        keys.append(frozenset(projection(stored)["spec"].get("resourceQuotas") or {}))
+    else:
+        keys.append(None)  # absent: no pool root here at all
+    return len(set(keys)) > 1
+
+
+def _bears_on(state, tenant: Mapping, anchor: str, pools: set[str], held: set[str]) -> bool:
+    """Whether which keys a pending Tenant declares can change the decision
+    of a write at `anchor` (whose chain of pool roots is `pools`): the write
+    is in its subtree, or its subtree holds something (`held`: namespaces
+    with reservations, tenants or usage) counted in a pool the write is
+    charged to."""
+    owned = _owned_namespace(tenant)
+    if owned is None:
+        return False
+    if is_within(anchor, owned):
+        return True
+    parent = parent_namespace(owned)
+    return bool(pools.intersection(chain(state, parent))) and any(is_within(namespace, owned) for namespace in held)
+
+
+def _owned_namespace(tenant: Mapping) -> str | None:
+    try:
+        return parse_declaration(tenant).namespace
+    except ShapeError:
+        return None
+
+
+# -- what a write charges: its shards ---------------------------------------------
 
 def identity(obj: Mapping) -> tuple:
     found = identity_of(obj, identity_group(obj))
@@ -114,6 +339,65 @@ def grows(obj: Mapping, old: Mapping | None) -> bool:
     return True  # a kind the rules do not read as a workload: treat as growing (the check decides)
 
 
+def chain(state, namespace: str | None) -> list[str]:
+    """The pool roots charged from `namespace`: its own, then each above."""
+    found: list[str] = []
+    root = state.budget_root(namespace) if namespace else None
+    while root is not None:
+        found.append(root)
+        parent = parent_namespace(root)
+        root = state.budget_root(parent) if parent else None
+    return found
+
+
+def anchor_of(obj: Mapping) -> str:
+    """Where a write's own budgets are judged: a workload's namespace, a Tenant's own namespace."""
+    if obj.get("kind") == "Tenant":
+        return parse_declaration(obj).namespace
+    return (obj.get("metadata") or {}).get("namespace") or ""
+
+
+def shards_of(state, obj: Mapping, old: Mapping | None) -> set[str]:
+    """The pool roots whose shards a write takes (see the module's rules)."""
+    if obj.get("kind") == "Tenant":
+        own = parse_declaration(obj)
+        if not is_tenant_namespace(own.namespace):
+            return set()
+        stored = state.declarations.get(own.namespace)
+        declares = own.is_budget_root or (stored is not None and stored.is_budget_root) or (
+            old is not None and bool(((old.get("spec") or {}).get("resourceQuotas"))))
+        parent = parent_namespace(own.namespace)
+        found = chain(state, parent) or [ROOT_NAMESPACE]
+        return set(found) | ({own.namespace} if declares else set())
+    namespace = (obj.get("metadata") or {}).get("namespace") or ""
+    if not is_tenant_namespace(namespace):
+        return set()
+    return set(chain(state, namespace) or [ROOT_NAMESPACE])
+
+
+def _anchor(entry: Entry) -> str:
+    """An entry's `anchor_of` (a Tenant's own namespace)."""
+    if entry.identity[1] == "Tenant":
+        return _owned_namespace(entry.obj) or entry.namespace
+    return entry.namespace
+
+
+def shard_order(namespace: str) -> tuple[int, str]:
+    """The one order shards are written in: ancestors first, then by name."""
+    return (namespace.count("-"), namespace)
+
+
+def group_of(shard: str, namespace: str) -> str:
+    """Whose share of shard `shard` an entry in `namespace` uses: the child
+    of the shard's pool root whose subtree holds it (or the root itself)."""
+    below = None
+    for level in ancestors(namespace):
+        if level == shard:
+            return below or shard
+        below = level
+    return namespace
+
+
 def encode(entries: list[Entry]) -> str:
     return json.dumps([entry.as_dict() for entry in entries], separators=(",", ":"), sort_keys=True)
 
@@ -124,43 +408,83 @@ def decode(text: str | None) -> list[Entry]:
     try:
         return [Entry.from_dict(item) for item in json.loads(text)]
     except (ValueError, KeyError, TypeError) as err:
-        raise LedgerError(f"the ledger's {DATA_KEY} cannot be read: {err}") from None
+        raise LedgerError(f"a ledger shard's {DATA_KEY} cannot be read: {err}") from None
 
 
-class ConfigMapLedger:
-    """The ledger ConfigMap, read and compare-and-swapped through lightkube."""
+# -- the shards in the API server ----------------------------------------------------
 
-    def __init__(self, client, namespace: str, name: str = DEFAULT_NAME) -> None:
-        self.client, self.namespace, self.name = client, namespace, name
+class ConfigMapShards:
+    """The ledger's shards: ConfigMaps `<prefix>-<pool root>` in `namespace`,
+    read and compare-and-swapped (created on first write) through lightkube."""
 
-    def read(self) -> tuple[list[Entry], object]:
+    def __init__(self, client, namespace: str, prefix: str = DEFAULT_PREFIX) -> None:
+        self.client, self.namespace, self.prefix = client, namespace, prefix
+
+    def name(self, shard: str) -> str:
+        return f"{self.prefix}-{shard}"
+
+    def read(self, shard: str) -> tuple[list[Entry], object]:
+        """The shard's entries and what to write it back with (None: absent)."""
         from lightkube.core.exceptions import ApiError
         from lightkube.resources.core_v1 import ConfigMap
 
         try:
-            configmap = self.client.get(ConfigMap, self.name, namespace=self.namespace)
+            configmap = self.client.get(ConfigMap, self.name(shard), namespace=self.namespace)
         except ApiError as err:
-            raise LedgerError(f"cannot read the ledger ConfigMap {self.namespace}/{self.name}: "
+            if err.status.code == 404:
+                return [], None
+            raise LedgerError(f"cannot read the ledger shard {self.namespace}/{self.name(shard)}: "
                               f"{err.status.code} {err.status.message}") from None
         return decode((configmap.data or {}).get(DATA_KEY)), configmap
 
-    def write(self, entries: list[Entry], read: object) -> None:
+    def write(self, shard: str, entries: list[Entry], read: object) -> None:
         from lightkube.core.exceptions import ApiError
+        from lightkube.models.meta_v1 import ObjectMeta
+        from lightkube.resources.core_v1 import ConfigMap
 
-        text = encode(entries)
-        if len(text) > MAX_LEDGER_BYTES:
-            raise LedgerError(f"the ledger would hold {len(text)} bytes of live reservations, more than a "
-                              f"ConfigMap takes ({MAX_LEDGER_BYTES}); they expire within the reservation TTL")
-        configmap = read
-        configmap.data = dict(configmap.data or {}, **{DATA_KEY: text})  # metadata.resourceVersion: the CAS
+        data = {DATA_KEY: encode(entries)}
         try:
-            self.client.replace(configmap)
+            if read is None:
+                self.client.create(ConfigMap(metadata=ObjectMeta(
+                    name=self.name(shard), namespace=self.namespace,
+                    labels={"app.kubernetes.io/name": "cozyrender-webhook",
+                            "app.kubernetes.io/component": "ledger"}), data=data))
+            else:
+                read.data = dict(read.data or {}, **data)  # metadata.resourceVersion: the CAS
+                self.client.replace(read)
         except ApiError as err:
             if err.status.code == 409:
                 raise Conflict() from None
-            raise LedgerError(f"cannot write the ledger ConfigMap {self.namespace}/{self.name}: "
+            raise LedgerError(f"cannot write the ledger shard {self.namespace}/{self.name(shard)}: "
                               f"{err.status.code} {err.status.message}") from None
 
+
+class MemoryShards:
+    """Shards in memory with the same compare-and-swap (tests, benchmarks)."""
+
+    def __init__(self) -> None:
+        self.shards: dict[str, tuple[int, str]] = {}
+        self.lock = threading.Lock()
+        self.writes = 0
+
+    def read(self, shard: str) -> tuple[list[Entry], object]:
+        with self.lock:
+            version, text = self.shards.get(shard, (0, ""))
+        return decode(text), version
+
+    def write(self, shard: str, entries: list[Entry], read: object) -> None:
+        with self.lock:
+            if self.shards.get(shard, (0, ""))[0] != read:
+                raise Conflict()
+            self.shards[shard] = (int(read) + 1, encode(entries))  # type: ignore[call-overload]
+            self.writes += 1
+
+    def entries(self) -> list[Entry]:
+        with self.lock:
+            return [entry for _, text in self.shards.values() for entry in decode(text)]
+
+
+# -- the decisions ---------------------------------------------------------------------
 
 class Arbiter:
     """Decides AdmissionReviews against the cache's index, the ledger's
@@ -169,11 +493,14 @@ class Arbiter:
     def __init__(self, index: LiveIndex, lock: threading.Lock, metrics: Metrics, ledger=None,
                  seen: Callable[[str, int], bool] = lambda uid, generation: False,
                  unreadable: Callable[[], dict] = dict, ttl: float = DEFAULT_TTL, deadline: float = DEADLINE,
-                 platform_vgpu: bool | None = None, clock: Callable[[], float] = time.time) -> None:
+                 platform_vgpu: bool | None = None, clock: Callable[[], float] = time.time,
+                 settle: float = DEFAULT_SETTLE, lookup: Callable[[tuple], Mapping | None] | None = None) -> None:
         self.index, self.lock, self.metrics, self.ledger = index, lock, metrics, ledger
         self.seen, self.unreadable = seen, unreadable
         self.ttl, self.deadline, self.platform_vgpu, self.clock = ttl, deadline, platform_vgpu, clock
-        self._decisions = threading.Lock()  # one growing decision at a time in this process: fewer 409s
+        self.settle, self.lookup = settle, lookup
+        self._turns: dict[str, list] = {}  # topmost shard -> [its lock, how many wait on it]
+        self._turns_lock = threading.Lock()
 
     def __call__(self, body: object) -> dict:
         try:
@@ -192,11 +519,17 @@ class Arbiter:
             if why is not None:
                 return admission.cannot_decide(review, review.uid, why)
             old = dict(review.old) if review.old is not None and review.operation == "UPDATE" else None
-            growing = grows(obj, old)
-            if not growing or self.ledger is None:
+            if review.operation == "CREATE":
+                with self.lock:
+                    exists = self.index.get(obj) is not None
+                if exists:
+                    return admission.refuse(
+                        review.uid, f"{review.display()} already exists: a create of a name the cluster holds is "
+                        "refused, as the API server would refuse it (if it was just deleted, try again)",
+                        ALREADY_EXISTS, review)
+            if not grows(obj, old) or self.ledger is None:
                 return admission.answer(review, self._check(review, obj, old, []))
-            with self._decisions:
-                return self._reserve(review, obj, old)
+            return self._reserve(review, obj, old)
         except ShapeError as err:
             return admission.unreadable(review, err)
         except LedgerError as err:
@@ -205,24 +538,58 @@ class Arbiter:
             return admission.cannot_decide(review, review.uid, f"{type(err).__name__}: {err}")
 
     def _reserve(self, review: admission.Review, obj: dict, old: dict | None) -> dict:
+        """The decision of a growing write, with its entry written to its
+        shards. Within this process, writes sharing a shard take turns (by
+        the topmost shard of their chain: two chains that share any shard
+        share their topmost one), so only other replicas' writes cause 409s."""
+        wanted = self._judge(review, obj, old, [])[1]
+        with self._turn(min(wanted, key=shard_order) if wanted else ""):
+            return self._reserve_in_turn(review, obj, old)
+
+    @contextmanager
+    def _turn(self, shard: str):
+        with self._turns_lock:
+            lock = self._turns.setdefault(shard, [threading.Lock(), 0])
+            lock[1] += 1
+        try:
+            with lock[0]:
+                yield
+        finally:
+            with self._turns_lock:
+                lock[1] -= 1
+                if not lock[1]:
+                    del self._turns[shard]
+
+    def _reserve_in_turn(self, review: admission.Review, obj: dict, old: dict | None) -> dict:
         give_up = time.monotonic() + self.deadline
+        entry = self._entry(review, obj)
+        if entry.size() > MAX_ENTRY_BYTES:
+            return admission.refuse(review.uid, f"{review.display()} cannot be reserved: the fields the GPU budget "
+                                    f"rules read take more than {MAX_ENTRY_BYTES} bytes", admission.INVALID, review)
         while True:
-            started = time.perf_counter()
-            entries, read = self.ledger.read()
-            self.metrics.ledger_seconds.labels("read").observe(time.perf_counter() - started)
-            now = self.clock()
-            current = [entry for entry in entries if entry.expires > now]
-            live = [entry for entry in current if not self._caught_up(entry)]
+            read: dict[str, tuple[list[Entry], object]] = {}
+            wanted = self._judge(review, obj, old, [])[1]
+            while True:
+                for shard in sorted(wanted - read.keys(), key=shard_order):
+                    started = time.perf_counter()
+                    read[shard] = self.ledger.read(shard)
+                    self.metrics.ledger_seconds.labels("read").observe(time.perf_counter() - started)
+                kept, live = self._sift(read, entry.identity, review.uid)
+                decision, needed = self._judge(review, obj, old, live)
+                if needed <= read.keys():
+                    break
+                wanted = needed | read.keys()
             self.metrics.ledger_entries.set(len(live))
-            decision = self._check(review, obj, old, live)
             if not decision.allowed or review.dry_run:
                 return admission.answer(review, decision)
-            entry = self._entry(obj, now)
-            kept = [other for other in current if other.identity != entry.identity] + [entry]
+            full = self._full(review, entry, kept)
+            if full is not None:
+                return full
             try:
-                started = time.perf_counter()
-                self.ledger.write(kept, read)
-                self.metrics.ledger_seconds.labels("write").observe(time.perf_counter() - started)
+                for shard in sorted(read, key=shard_order):
+                    started = time.perf_counter()
+                    self.ledger.write(shard, kept[shard] + [entry], read[shard][1])
+                    self.metrics.ledger_seconds.labels("write").observe(time.perf_counter() - started)
                 self.metrics.ledger_writes.inc()
                 return admission.answer(review, decision)
             except Conflict:
@@ -230,12 +597,78 @@ class Arbiter:
                 if time.monotonic() > give_up:
                     return admission.cannot_decide(review, review.uid, f"the reservation ledger was contended for "
                                                    f"{self.deadline:g} s (other writes kept changing it); try again")
+                entry = self._entry(review, obj)
 
-    def _entry(self, obj: dict, now: float) -> Entry:
+    def _sift(self, read: Mapping[str, tuple[list[Entry], object]], own: tuple,
+              request: str) -> tuple[dict[str, list[Entry]], list[Entry]]:
+        """Per shard, the entries to keep writing (expired ones, those known
+        never stored and this request's own from an earlier try dropped), and the
+        entries to lay over the view (kept, not yet seen by this replica's
+        watch, of another identity than the write's)."""
+        now = self.clock()
+        released: set[tuple] = set()
+        lookups = 0
+        kept: dict[str, list[Entry]] = {}
+        live: dict[tuple, Entry] = {}
+        for shard, (entries, _) in read.items():
+            kept[shard] = []
+            for entry in entries:
+                key = (entry.identity, entry.request, entry.admitted)
+                if entry.expires <= now or key in released or (request and entry.request == request):
+                    continue
+                if self._caught_up(entry):
+                    if now - entry.admitted <= self.settle:  # other replicas' watches may lag behind
+                        kept[shard].append(entry)
+                    continue
+                if entry.admitted + self.settle <= now and self.lookup is not None and lookups < MAX_RELEASE_LOOKUPS:
+                    lookups += 1
+                    if self._never_stored(entry):
+                        released.add(key)
+                        continue
+                kept[shard].append(entry)
+                if entry.identity != own:
+                    live[key] = entry
+        return kept, list(live.values())
+
+    def _never_stored(self, entry: Entry) -> bool:
+        """Whether the API server shows the entry's write was never stored:
+        no object at its uid, or one at an older generation."""
+        try:
+            found = self.lookup(entry.identity)
+        except Exception:
+            return False  # unknown: keep it until it expires
+        if found is None:
+            return True
+        meta = found.get("metadata") or {}
+        if entry.uid and meta.get("uid") != entry.uid:
+            return True
+        generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
+        return bool(entry.uid) and generation < entry.generation
+
+    def _full(self, review: admission.Review, entry: Entry, kept: Mapping[str, list[Entry]]) -> dict | None:
+        """A refusal when the write's tenant subtree already holds its share
+        of a shard's in-flight entries (admitted, not yet seen stored), or the
+        shard is full; never saying what others hold."""
+        for shard, entries in kept.items():
+            mine = group_of(shard, _anchor(entry))
+            same = [other for other in entries if group_of(shard, _anchor(other)) == mine
+                    and other.request != entry.request and not self._caught_up(other)]
+            tenants = [other for other in same if other.identity[1] == "Tenant"]
+            if len(same) >= MAX_GROUP_ENTRIES or sum(other.size() for other in same) + entry.size() > MAX_GROUP_BYTES \
+                    or (entry.identity[1] == "Tenant" and len(tenants) >= MAX_GROUP_TENANTS):
+                return admission.cannot_decide(review, review.uid, f"too many writes of {mine} are in flight "
+                                               f"in pool {shard}; try again once they are stored")
+            if len(encode(entries)) + entry.size() > MAX_SHARD_BYTES:
+                return admission.cannot_decide(review, review.uid, f"pool {shard} has too many writes in flight; "
+                                               "try again in a few seconds")
+        return None
+
+    def _entry(self, review: admission.Review, obj: dict) -> Entry:
         meta = obj.get("metadata") or {}
         generation = meta.get("generation")
+        now = self.clock()
         return Entry(identity(obj), str(meta.get("uid") or ""), generation if isinstance(generation, int) else 0,
-                     projection(obj), now, now + self.ttl)
+                     projection(obj), now, now + self.ttl, review.uid)
 
     def _caught_up(self, entry: Entry) -> bool:
         """Whether this replica's watch already shows the entry's write."""
@@ -243,28 +676,67 @@ class Arbiter:
             return self.seen(entry.uid, entry.generation)
         with self.lock:
             cached = self.index.get(entry.obj)
-        return cached is not None and (cached.get("spec") or {}) == entry.obj.get("spec")
+        return cached is not None and projection(cached)["spec"] == entry.obj.get("spec")
 
-    def _check(self, review: admission.Review, obj: dict, old: dict | None, entries: list[Entry]):
-        """check_write on the watched view with `entries`, `old` (UPDATE) and
-        no object of the write's identity (CREATE) laid over it, reverted after."""
+    def _check(self, review: admission.Review, obj: dict, old: dict | None, entries: Iterable[Entry]):
+        """check_write's decision over the view `_judge` builds."""
+        return self._judge(review, obj, old, entries)[0]
+
+    def _judge(self, review: admission.Review, obj: dict, old: dict | None, entries: Iterable[Entry]):
+        """check_write on the watched view with `entries` and `old` (UPDATE)
+        laid over it, reverted after; and the shards the write takes in that
+        view. Each pending identity counts as `effective` says, except a
+        Tenant whose versions differ in the keys they declare (a pool root
+        appearing, a key a subtree escapes by): the write must fit with each
+        of its versions in view, every combination of them."""
+        anchor = anchor_of(obj)
         own = identity(obj)
+        pending: dict[tuple, list[dict]] = {}
+        for entry in entries:
+            if entry.identity != own:
+                pending.setdefault(entry.identity, []).append(entry.obj)
+        fixed, choices = [], []
         with self.lock:
-            undo: list[tuple[dict, Mapping | None]] = []
+            state = self.index.state
+            pools = set(chain(state, anchor)) | set(chain(state, parent_namespace(anchor)))
+            held = set(state.reserved) | set(state.declarations) | set(state.usage) | {
+                key[2] for key in pending if key[1] != "Tenant"}
+            for versions in pending.values():
+                stored = self.index.get(versions[0])
+                if versions[0]["kind"] == "Tenant" and _declares_differently(versions, stored) \
+                        and _bears_on(state, versions[0], anchor, pools, held):
+                    choices.append([None] + versions)  # None: as the watched view holds it
+                else:
+                    fixed.append(effective(versions, stored, anchor))
+        combinations = 1
+        for choice in choices:
+            combinations *= len(choice)
+        if combinations > MAX_COMBINATIONS:
+            raise LedgerError("too many Tenant changes are in flight in this pool to decide it; try again in a "
+                              "few seconds")
+        shards: set[str] = set()
+        decision = None
+        for combination in itertools.product(*choices):
+            laid = fixed + [version for version in combination if version is not None]
+            with self._overlaid(laid, old if review.operation == "UPDATE" else None):
+                decision = check_write(self.index.state, obj, platform_vgpu=self.platform_vgpu)
+                shards |= shards_of(self.index.state, obj, old)
+            if not decision.allowed:
+                break
+        return decision, shards
+
+    @contextmanager
+    def _overlaid(self, laid: list[dict], old: dict | None):
+        with self.lock:
+            undo: list[tuple[Mapping, Mapping | None]] = []
             try:
-                for entry in entries:
-                    if entry.identity != own:
-                        self._put(entry.obj, undo)
-                if review.operation == "UPDATE" and old is not None:
+                for version in laid:
+                    self._put(version, undo)
+                if old is not None:
                     cached = self.index.get(old)
                     if not _same(cached, old):  # the watch lags behind the stored object
                         self._put(old, undo)
-                elif review.operation == "CREATE":
-                    cached = self.index.get(obj)
-                    if cached is not None:
-                        undo.append((obj, cached))
-                        self.index.remove(obj)
-                return check_write(self.index.state, obj, platform_vgpu=self.platform_vgpu)
+                yield
             finally:
                 for probe, previous in reversed(undo):
                     if previous is None:
@@ -272,7 +744,7 @@ class Arbiter:
                     else:
                         self.index.upsert(previous)
 
-    def _put(self, obj: dict, undo: list) -> None:
+    def _put(self, obj: Mapping, undo: list) -> None:
         previous = self.index.get(obj)
         self.index.upsert(obj)
         undo.append((obj, previous))
