@@ -126,7 +126,7 @@ def test_revocation_at_the_root_empties_the_subtree_and_returns(cp):
     wait_for(lambda: not any(copy_in(cp, ns) for ns in TREE), step=0.05, what="every copy of the subtree deleted")
     took = time.monotonic() - revoked
     print(f"\nrevocation across the depth-3 subtree: {took:.2f} s")
-    assert took < 30  # stated: seconds (one watch event, one coalesced pass); slack for a loaded machine
+    assert took < 5  # the stated bound (docs/reference/license-contract.md): one watch event, one pass
     back = set_label(cp, "tenant-root", "true")
     wait_for(lambda: all(token(copy_in(cp, ns)) == "T1" for ns in TREE), step=0.05, what="copies back")
     print(f"re-entitlement: {time.monotonic() - back:.2f} s")

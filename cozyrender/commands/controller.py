@@ -86,7 +86,7 @@ def command(kubeconfig: str | None, context: str | None, namespace: str, lease_n
 
     identity = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
     override = None if platform_vgpu is None else platform_vgpu == "true"
-    factories, metrics = registry(client, chosen, namespace, override)
+    factories, metrics = registry(client, chosen, override)
     manager = Manager(client, {"namespace": namespace, "name": lease_name, "identity": identity,
                                "lease_duration": lease_duration, "renew_deadline": renew_deadline,
                                "retry_period": retry_period}, factories)

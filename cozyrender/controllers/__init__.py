@@ -14,38 +14,25 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def registry(make_client: Callable[[], object], chosen: tuple[str, ...], namespace: str,
-             platform_vgpu: bool | None = None):
+def registry(make_client: Callable[[], object], chosen: tuple[str, ...], platform_vgpu: bool | None = None):
     """(name -> controller factory, the metrics exporter) for `chosen`."""
-    from cozyrender.controllers.metrics import Exporter
+    from cozyrender.controllers.gpuclass_status import StatusController
+    from cozyrender.controllers.licenses import LicenseCopier
+    from cozyrender.controllers.metrics import BudgetWatcher, Exporter
 
-    exporter = Exporter(platform_vgpu=platform_vgpu)
-    factories: dict[str, Callable[[], object]] = {}
-    if "status" in chosen:
-        from cozyrender.controllers.gpuclass_status import StatusController
+    exporter = Exporter()
+    makers = {  # name -> (the exporter's attribute, how to make it)
+        "status": ("status", lambda: StatusController(make_client)),
+        "licenses": ("licenses", lambda: LicenseCopier(make_client)),
+        "metrics": ("budgets", lambda: BudgetWatcher(make_client, platform_vgpu)),
+    }
 
-        def status():
-            controller = StatusController(make_client)
-            exporter.status = controller
+    def factory(attribute: str, make: Callable[[], object]) -> Callable[[], object]:
+        def made():
+            controller = make()
+            setattr(exporter, attribute, controller)  # the leader's metrics read it
             return controller
+        return made
 
-        factories["status"] = status
-    if "licenses" in chosen:
-        from cozyrender.controllers.licenses import LicenseCopier
-
-        def licenses():
-            controller = LicenseCopier(make_client)
-            exporter.licenses = controller
-            return controller
-
-        factories["licenses"] = licenses
-    if "metrics" in chosen:
-        from cozyrender.controllers.metrics import BudgetWatcher
-
-        def budgets():
-            watcher = BudgetWatcher(make_client, platform_vgpu)
-            exporter.budgets = watcher
-            return watcher
-
-        factories["metrics"] = budgets
+    factories = {name: factory(*makers[name]) for name in chosen}
     return factories, exporter

@@ -30,7 +30,7 @@ Per GPU class (the status controller's figures, `cozyrender catalog`'s):
 Audit (`cozyrender check`'s findings over the whole state):
     cozyrender_audit_findings{kind,severity}
 License copies:
-    cozyrender_license_copies{gpuclass}    copies present and current
+    cozyrender_license_copies{gpuclass}    copies present
     cozyrender_license_foreign_secrets     same-named Secrets the copier does not own (left alone)
 
 The pure part (`budget_samples`, `class_samples`, `render`) takes the tree
@@ -39,6 +39,7 @@ and figures and returns text; the watcher and exporter are the I/O shell.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -46,6 +47,8 @@ from fractions import Fraction
 
 from cozyrender.kube.client import WATCHED, Watched
 from cozyrender.kube.watch import Informer, Selection, list_scope_selection
+
+log = logging.getLogger("cozyrender.controllers.metrics")
 
 Sample = tuple[str, dict[str, str], float]
 
@@ -55,13 +58,16 @@ HELP = {
     "cozyrender_tenant_budget": ("gauge", "A tenant's budget key: hard (declared), used (reserved or used), "
                                  "carved_out (by sub-tenants) and left, by type; leader only"),
     "cozyrender_tenant_budget_over_committed": ("gauge", "1 when the pool of this tenant and key is over budget"),
+    "cozyrender_tenant_tree_error": ("gauge", "1 when the pool tree cannot be computed from the cluster's objects "
+                                     "(an object the rules cannot read; the controller's log names it): the "
+                                     "per-tenant series are missing meanwhile"),
     "cozyrender_gpuclass_nodes": ("gauge", "Eligible nodes of a GPU class"),
     "cozyrender_gpuclass_allocatable_units": ("gauge", "Allocatable units of a GPU class on its eligible nodes"),
     "cozyrender_gpuclass_free_units": ("gauge", "Free units of a GPU class on its eligible nodes"),
     "cozyrender_gpuclass_conflict": ("gauge", "1 when the class's resource name is held by an older class"),
     "cozyrender_gpuclass_status_writes_total": ("counter", "GPUClass status writes made by this leader"),
     "cozyrender_audit_findings": ("gauge", "Audit findings over the whole state, by kind and severity"),
-    "cozyrender_license_copies": ("gauge", "vGPU license copies present and current, by class"),
+    "cozyrender_license_copies": ("gauge", "vGPU license copies present, by class"),
     "cozyrender_license_foreign_secrets": ("gauge", "Secrets named like a license copy that the copier did not "
                                            "write (never adopted, changed or deleted)"),
 }
@@ -201,8 +207,7 @@ class BudgetWatcher:
 class Exporter:
     """What `/metrics` answers, on every replica."""
 
-    def __init__(self, platform_vgpu: bool | None = None) -> None:
-        self.platform_vgpu = platform_vgpu
+    def __init__(self) -> None:
         self.status = None
         self.licenses = None
         self.budgets = None
@@ -219,7 +224,13 @@ class Exporter:
                     samples += class_samples(dict(self.status.index.classes), self.status.index.figures)
                 samples.append(("cozyrender_gpuclass_status_writes_total", {}, float(self.status.writes)))
             if self.budgets is not None and self.budgets.synced():
-                samples += self.budgets.samples()
+                try:
+                    samples += self.budgets.samples()
+                except Exception as err:  # noqa: BLE001 - an unreadable object: the other figures still go out
+                    log.warning("the pool tree cannot be computed: %s", err)
+                    samples.append(("cozyrender_tenant_tree_error", {}, 1.0))
+                else:
+                    samples.append(("cozyrender_tenant_tree_error", {}, 0.0))
             if self.licenses is not None and self.licenses.synced():
                 samples += self.licenses.samples()
         return render(samples)
