@@ -98,6 +98,15 @@ class ControllerPlane:
         self.plane.processes.pop(name).wait()
         self.replicas.pop(name, None)
 
+    def terminate(self, name: str) -> None:
+        """SIGTERM, as a Deployment's rollout sends it, and wait for the exit
+        (waiting on the process itself: a process group's zombie would keep
+        ControlPlane.stop_process polling for its whole timeout)."""
+        pid = self.plane.pids.pop(name)
+        os.killpg(pid, signal.SIGTERM)
+        self.plane.processes.pop(name).wait(timeout=30)
+        self.replicas.pop(name, None)
+
     def stop(self, name: str) -> None:
         self.plane.stop_process(name)
         self.replicas.pop(name, None)

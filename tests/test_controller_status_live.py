@@ -183,3 +183,16 @@ def test_the_standby_takes_over_when_the_leader_is_killed(cp):
     assert took < 4 + 0.5 + 10
     cp.start(leader, "status")  # back as a standby for any later test
     wait_for(lambda: "cozyrender_controller_leader 0" in cp.metrics(leader), what="the restarted standby")
+
+
+def test_a_leader_stopped_gracefully_hands_over_within_a_retry_period(cp):
+    leader = wait_for(cp.holder, what="a leader")
+    standby = next(name for name in cp.replicas if name != leader)
+    wait_for(lambda: "cozyrender_controller_leader 0" in cp.metrics(standby), what="the standby answering")
+    stopped = time.monotonic()
+    cp.terminate(leader)  # SIGTERM: the Lease is released on the way out
+    wait_for(lambda: cp.holder() == standby, timeout=60, step=0.05, what="the standby holding the Lease")
+    took = time.monotonic() - stopped
+    print(f"\ntakeover after SIGTERM: {took:.2f} s (retry period 0.5 s)")
+    assert took < 4  # well under the 4 s lease: the release, not the expiry, handed it over
+    cp.start(leader, "status")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -38,6 +39,7 @@ class Manager:
         self.elector = LeaderElector(make_client(), on_started=self._lead, on_stopped=self._stopped,
                                      **elector_options)
         self._threads: list[threading.Thread] = []
+        self._elector_thread: threading.Thread | None = None
 
     @property
     def leading(self) -> bool:
@@ -57,14 +59,18 @@ class Manager:
         self.lost.set()
 
     def start(self) -> None:
-        self.elector.start()
+        self._elector_thread = self.elector.start()
 
-    def stop(self) -> None:
-        """Graceful stop: controllers first, then the Lease released."""
+    def stop(self, timeout: float = 5.0) -> None:
+        """Graceful stop: the controllers stop writing first, then the Lease is
+        released (so a standby takes over within its retry period)."""
         self.stop_controllers.set()
+        deadline = time.monotonic() + timeout
         for thread in self._threads:
-            thread.join(timeout=5)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.elector.stop()
+        if self._elector_thread is not None:
+            self._elector_thread.join(timeout=max(1.0, deadline - time.monotonic()))
 
     def ready(self) -> bool:
         """A standby is ready (it only waits); the leader once its controllers' first lists synced."""

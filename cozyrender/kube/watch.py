@@ -121,10 +121,9 @@ class Informer:
         self._stop.set()
         client = self._client
         if client is not None:
-            try:
-                client.close()
-            except Exception:  # noqa: BLE001 - closing a client that failed already
-                pass
+            # Closed on a thread of its own: closing while a watch is being read can wait for that
+            # read, and a stopping process must not (it releases its Lease next).
+            threading.Thread(target=_close, args=(client,), name="watch-close", daemon=True).start()
 
     # -------------------------------------------------------------- store
 
@@ -225,6 +224,13 @@ class Informer:
                 listed = False  # only a list proves the store current again
             if failures:
                 self._stop.wait(RETRY[min(failures, len(RETRY)) - 1])
+
+
+def _close(client) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - closing a client that failed already
+        pass
 
 
 def wait_synced(informers: Iterable[Informer], timeout: float | None = None) -> bool:
