@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries controlplane flux-controllers cluster cluster-down wheelhouse chromium screenshot demo test bench dist clean
+.PHONY: venv binaries controlplane flux-controllers cluster cluster-down wheelhouse chromium prometheus screenshot demo test bench dist clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -100,7 +100,15 @@ $(CHROMIUM):
 screenshot: venv chromium
 	$(PY) tools/tree_screenshot.py docs/images/pool-tree.png
 
-test: venv binaries controlplane flux-controllers wheelhouse chromium
+# Debian's Prometheus and promtool: the PrometheusRule's `promtool test rules` and the live
+# test in which Prometheus scrapes the controller (tests/test_controller_rules.py,
+# tests/test_controller_metrics_live.py). CI runs as root on a fresh machine.
+PROMETHEUS := /usr/bin/prometheus
+prometheus: $(PROMETHEUS)
+$(PROMETHEUS):
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
+
+test: venv binaries controlplane flux-controllers wheelhouse chromium prometheus
 	$(PY) -m pytest
 
 bench: venv binaries chromium

@@ -26,10 +26,12 @@ COMMANDS: dict[str, str] = {
     "chart": "cozyrender.commands.chartdocs:command",
     "tree": "cozyrender.commands.tree:command",
     "webhook": "cozyrender.commands.webhook:command",
+    "controller": "cozyrender.commands.controller:command",
 }
 # What `cozyrender --help` lists, whole (click would cut each docstring's first
 # sentence at the terminal's width), without importing every command.
 SUMMARIES: dict[str, str] = {
+    "controller": "Run the GPU offer's controllers: GPUClass status, vGPU license copies, billing metrics",
     "chart": "Generate a chart's values.schema.json and README parameters from its values.yaml",
     "catalog": "The GPU catalog of a cluster state: free units, nodes and conflicts per GPU class",
     "check": "Check a write (or audit a whole state) against the GPU budgets and GPU classes",

@@ -32,6 +32,9 @@ def by_kind(objects: list[dict], kind: str) -> list[dict]:
     return [o for o in objects if o["kind"] == kind]
 
 
+# The webhook's own objects: the controller's (its Deployment, RBAC, admission
+# policy) are tested in tests/test_controller_chart.py.
+WEBHOOK_ONLY = ("--set", "controller.enabled=false")
 MODES = {
     "cert-manager": (),
     "secret": ("--set", "tls.certManager=false", "--set", "tls.secretName=my-tls",
@@ -49,7 +52,8 @@ def test_every_object_is_valid_kubernetes(helm4: Path, mode: str) -> None:
     unvalidated = {o["kind"] for o in objects} - {"Deployment", "Service", "PodDisruptionBudget", "ServiceAccount",
                                                   "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
                                                   "ConfigMap", "ValidatingWebhookConfiguration",
-                                                  "CiliumNetworkPolicy"}  # (the bundled Cilium 1.18 schema)
+                                                  "CiliumNetworkPolicy",
+                                                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}  # (the bundled Cilium 1.18 schema)
     assert unvalidated <= {"Certificate", "Issuer"}  # cert-manager's kinds: no bundled schema
 
 
@@ -77,7 +81,7 @@ def test_the_webhook_fails_closed_for_the_apps_kinds_in_tenant_namespaces(helm4:
 
 
 def test_the_certificate_names_the_service(helm4: Path) -> None:
-    objects = render(helm4)
+    objects = render(helm4, *WEBHOOK_ONLY)
     [service] = by_kind(objects, "Service")
     [deployment] = by_kind(objects, "Deployment")
     serving = [c for c in by_kind(objects, "Certificate") if not c["spec"].get("isCA")]
@@ -85,7 +89,7 @@ def test_the_certificate_names_the_service(helm4: Path) -> None:
     [volume] = deployment["spec"]["template"]["spec"]["volumes"]
     assert volume["secret"]["secretName"] == serving[0]["spec"]["secretName"]
     assert render(helm4, *MODES["secret"])[0] is not None
-    secret_mode = by_kind(render(helm4, *MODES["secret"]), "Deployment")[0]
+    secret_mode = by_kind(render(helm4, *MODES["secret"], *WEBHOOK_ONLY), "Deployment")[0]
     assert secret_mode["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] == "my-tls"
     assert by_kind(render(helm4, *MODES["secret"]), "Certificate") == []
 
@@ -97,7 +101,7 @@ def test_a_missing_secret_name_is_refused(helm4: Path) -> None:
 
 
 def test_two_replicas_spread_and_a_disruption_budget(helm4: Path) -> None:
-    objects = render(helm4)
+    objects = render(helm4, *WEBHOOK_ONLY)
     [deployment] = by_kind(objects, "Deployment")
     spec = deployment["spec"]
     assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
@@ -114,7 +118,7 @@ def test_two_replicas_spread_and_a_disruption_budget(helm4: Path) -> None:
 
 
 def test_rbac_reads_only_and_writes_the_ledger_alone(helm4: Path) -> None:
-    objects = render(helm4)
+    objects = render(helm4, *WEBHOOK_ONLY)
     rules = [(role["metadata"]["name"], rule) for role in by_kind(objects, "ClusterRole") + by_kind(objects, "Role")
              for rule in role["rules"]]
     writing = [(name, rule) for name, rule in rules if set(rule["verbs"]) - {"get", "list", "watch"}]

@@ -12,6 +12,13 @@ Rule: every page this writes is a function of the code alone.
     docs/reference/errors.md        the error messages, by running each command on
                                     a table of bad inputs (offline) and keeping
                                     what it prints and its exit status
+    docs/reference/license-contract.md
+                                    the vGPU license copy a VM's side reads, from
+                                    cozyrender.gpuclass.license, and the copier's
+                                    RBAC and admission policy from the chart's templates
+    docs/reference/metrics.md       the controller's metric names, types and help,
+                                    from cozyrender.controllers.metrics, and the
+                                    chart's alerts
 
     python tools/gen_docs_reference.py           write the pages
     python tools/gen_docs_reference.py --check   write nothing; exit 1 with a diff
@@ -346,6 +353,119 @@ def errors_page() -> str:
     return "\n".join(out)
 
 
+# ---------------------------------------------------------------- license contract
+
+def _template_rules(name: str) -> list[str]:
+    """The lines of a chart template, for quoting what it grants."""
+    return (ROOT / "charts" / "cozyrender-webhook" / "templates" / name).read_text(encoding="utf-8").splitlines()
+
+
+def license_page() -> str:
+    import base64
+
+    from cozyrender.gpuclass import license as contract
+
+    source = contract.Source("a100-4c", "cozy-gpu-operator", "nvidia-license", 4)
+    example = contract.desired_copy(source, base64.b64encode(b"<the token>").decode(), "tenant-acme")
+    gridd = contract.gridd_conf(4)
+    out = [GENERATED.format(source="cozyrender/gpuclass/license.py and charts/cozyrender-webhook/templates"), "",
+           "# The vGPU license contract", "",
+           "What cozyrender's license copier (`cozyrender controller`, the `licenses` controller) writes "
+           "into every entitled namespace, for each `vgpu` GPUClass: the contract a VM's side reads. "
+           "How it fits in selling GPUs: [Selling GPUs](../guides/selling-gpus.md).", "",
+           "## The source", "",
+           f"A vgpu class's `spec.license.secretRef` (namespace and name) names a Secret that holds the "
+           f"license token under the key `{contract.TOKEN_KEY}`; `spec.license.featureType` is the "
+           "FeatureType its guests get (1 NVIDIA vGPU, 2 RTX Virtual Workstation, 4 Virtual Compute Server).", "",
+           "## The copy", "",
+           "| what | value |", "| --- | --- |",
+           f"| name | `{contract.COPY_PREFIX}<class>` |",
+           "| type | `Opaque` |",
+           f"| label | `{contract.MANAGED_BY_LABEL}: {contract.MANAGED_BY}` |",
+           f"| label | `{contract.CLASS_LABEL}: <class>` |",
+           f"| annotation | `{contract.SOURCE_ANNOTATION}: <source namespace>/<source name>` |",
+           f"| key `{contract.TOKEN_KEY}` | the source's `{contract.TOKEN_KEY}`, byte for byte |",
+           f"| key `{contract.GRIDD_KEY}` | NVIDIA's gridd.conf carrying `FeatureType=<spec.license.featureType>` |",
+           "", "The copy of class `a100-4c` in `tenant-acme`:", "", "```yaml",
+           yaml.safe_dump(example, sort_keys=False).rstrip("\n"), "```", "",
+           f"Its `{contract.GRIDD_KEY}`, decoded:", "", "```text", gridd.rstrip("\n"), "```", "",
+           "## Where copies are", "",
+           "- In a namespace whose `namespace.cozystack.io/vgpu` label is `\"true\"` and, for a tenant "
+           "namespace, whose every ancestor tenant namespace's label is `\"true\"` too (the entitlement "
+           "chain). Nowhere else, not even briefly: a create is preceded by a fresh read of the namespace "
+           "chain, and the API server itself refuses the copier a Secret in a namespace not labelled "
+           "entitled (the admission policy below).",
+           "- Revocation: when a namespace or an ancestor stops being entitled, the copies of the whole "
+           "subtree are deleted on that namespace's watch event, within 5 s of the label change (the live "
+           "test holds it to that bound; it measures about 0.1 s across a depth-3 subtree when "
+           "`tenant-root` is turned off). A watch that broke silently is noticed within its read timeout "
+           "(270 s) and relisted.",
+           "- Rotation: a change to the source Secret rewrites every copy; a source Secret deleted deletes "
+           f"every copy; a source without `{contract.TOKEN_KEY}` leaves the copies as they are and is reported.",
+           "- Tampering: a copy edited or deleted is restored on its watch event.",
+           "- Ownership: a Secret is the copier's when it is named like a copy and carries the managed-by "
+           "label. A Secret of a copy's name without it is never adopted, changed or deleted (it is counted "
+           "in `cozyrender_license_foreign_secrets`). A tenant who strips the label from a copy makes it "
+           "theirs: it is no longer kept, and a token once handed out is the tenant's to read anyway; "
+           "revoking a token is done at the licence server, by rotating it.", "",
+           "## What the copier may do", "",
+           "The controller's service account `cozyrender-controller`, from "
+           "`charts/cozyrender-webhook/templates/controller-rbac.yaml`. Writing Secrets across namespaces is "
+           "powerful, and RBAC cannot narrow it by name prefix or label; the chart's "
+           "ValidatingAdmissionPolicy narrows every write that service account makes to Secrets:", "",
+           "```yaml"]
+    lines = _template_rules("controller-rbac.yaml")
+    start = next(i for i, line in enumerate(lines) if "kind: ValidatingAdmissionPolicy" in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("---"))
+    out += [line for line in lines[start - 1:end]]
+    out += ["```", "",
+            "| grant | why |", "| --- | --- |",
+            "| Secrets: get, list, watch, create, update, delete (cluster-wide) | sources may be in any namespace; "
+            "copies go to every entitled namespace and are watched for tampering (label-selected: no other "
+            "Secret is held in memory); writes narrowed by the policy above |",
+            "| Namespaces: get, list, watch | entitlement labels, re-read before each create |",
+            "| GPUClasses: get, list, watch | which classes are vgpu and their license |",
+            "| Leases `<release>-controller`: get, update; Leases: create (its namespace) | leader election |",
+            "", "Everything else the controller reads (the status and metrics controllers) is read-only, "
+            "except `gpuclasses/status` (patch)."]
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- metrics
+
+def metrics_page() -> str:
+    from cozyrender.controllers import metrics
+
+    out = [GENERATED.format(source="cozyrender/controllers/metrics.py and the chart's PrometheusRule"), "",
+           "# Metrics and alerts", "",
+           "`cozyrender controller` serves `/metrics` (Prometheus' text format, plain HTTP, port 8080 of "
+           "the `<release>-controller` Service). Names follow kube-state-metrics' conventions. Every "
+           "replica exports `cozyrender_controller_leader` (1 on the leader); only the leader exports the "
+           "figures, so a `sum` over replicas counts each once. The webhook's own metrics "
+           "(`cozyrender_webhook_*`) are served by each webhook replica on `/metrics`.", "",
+           "| metric | type | help |", "| --- | --- | --- |"]
+    for name, (kind, text) in metrics.HELP.items():
+        out.append(f"| `{name}` | {kind} | {_cell(text)} |")
+    out += ["", "Their labels, as the module states them:", ""]
+    doc = metrics.__doc__
+    out += ["```text", doc[doc.index("Per tenant namespace"):doc.index("The pure part")].rstrip(), "```", "",
+            "## Alerts", "", "The chart's PrometheusRule (`charts/cozyrender-webhook/templates/prometheusrule.yaml`, "
+            "rendered when the cluster serves `monitoring.coreos.com/v1`), tested with `promtool test rules`:", "",
+            "| alert | expression | for |", "| --- | --- | --- |"]
+    lines = _template_rules("prometheusrule.yaml")
+    for index, line in enumerate(lines):
+        if line.strip().startswith("- alert:"):
+            name = line.split(":", 1)[1].strip()
+            expr_line = lines[index + 1].split("expr:", 1)[1].strip()
+            if expr_line == ">-":
+                expr_line = " ".join(l.strip() for l in lines[index + 2:index + 4])
+            for_line = next(l for l in lines[index:] if l.strip().startswith("for:")).split(":", 1)[1].strip()
+            if "{{" in for_line:
+                for_line = "`prometheusRule.staleFor` (5m)"
+            out.append(f"| {name} | `{_cell(expr_line)}` | {for_line} |")
+    return "\n".join(out) + "\n"
+
+
 # ---------------------------------------------------------------- main
 
 PAGES = {
@@ -353,6 +473,8 @@ PAGES = {
     "charts.md": charts_page,
     "gpuclass-crd.md": crd_page,
     "errors.md": errors_page,
+    "license-contract.md": license_page,
+    "metrics.md": metrics_page,
 }
 
 

@@ -13,10 +13,11 @@ releases. A release whose inputs cannot be read keeps its entry, whose guards
 then fail the reconcile loudly (`patches`), and the loop says why.
 
 This is the thin shell with I/O (lightkube); the decisions are `flux.inject`'s.
-Three watches (namespaces, `cozystack-values` Secrets, HelmReleases) report
-the namespaces whose inputs changed (a release's status update is not a
-change: its generation is the same); a full pass every `resync` seconds
-catches anything a broken watch missed.
+Three watches (`cozyrender.kube.watch`, the helper the other controllers use:
+namespaces, `cozystack-values` Secrets, HelmReleases) report the namespaces
+whose inputs changed (a release's status update is not a change: its
+generation is the same); a watch that fails relists by difference, and a
+full pass every `resync` seconds catches anything missed.
 """
 
 from __future__ import annotations
@@ -26,10 +27,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from queue import Empty, Queue
 
 from cozyrender.entitlement import VGPU_LABEL
 from cozyrender.flux.inject import InjectError, ParentState, injected, is_tenant_release
+from cozyrender.kube.watch import CoalescingQueue
 from cozyrender.values_secret import SECRET_NAME, ValuesSecretError, read_values
 
 log = logging.getLogger("cozyrender.flux.controller")
@@ -84,10 +85,10 @@ class Controller:
         self.chart = chart
         self.interval = interval  # how long a pass waits for the next event
         self.resync = resync  # seconds between full passes
-        self._lock = threading.Lock()
         self.reader = Reader(client)
         self.on_change = on_change
-        self._seen: dict[tuple[str, str, str], str] = {}
+        self.server_timeout = 30
+        self.queue = CoalescingQueue()
         self.errors: dict[str, str] = {}  # release -> why it could not be recomputed
 
     def reconcile_namespace(self, namespace: str) -> list[str]:
@@ -119,88 +120,58 @@ class Controller:
                 self.on_change(namespace, name)
         return written
 
-    def changed_namespaces(self) -> set[str]:
-        """Namespaces whose inputs changed since the last call (all, the first time)."""
-        from lightkube.resources.core_v1 import Namespace, Secret
+    def _informers(self) -> list:
+        """Three watches (kube.watch), each keeping of an object only what is an
+        input: a namespace's vGPU label, a values Secret's resourceVersion, a
+        release's generation (its status updates are not changes). The store
+        compares what it keeps, so only a change of an input reaches the queue."""
+        from cozyrender.kube.client import Watched
+        from cozyrender.kube.watch import Informer, Selection
 
-        now: dict[tuple[str, str, str], str] = {}
-        for ns in self.client.list(Namespace):
-            now[("ns", ns.metadata.name, "")] = str((ns.metadata.labels or {}).get(VGPU_LABEL))
-        for secret in self.client.list(Secret, namespace="*", fields={"metadata.name": SECRET_NAME}):
-            now[("secret", secret.metadata.namespace, "")] = secret.metadata.resourceVersion
-        for release in self.client.list(_helmrelease_resource(), namespace="*"):
-            obj = _plain(release)
-            meta = obj["metadata"]
-            now[("hr", meta["namespace"], meta["name"])] = str(meta.get("generation"))
-        changed = {key[1] for key in set(now) | set(self._seen) if now.get(key) != self._seen.get(key)}
-        self._seen = now
-        return changed
+        def kept(value):
+            def transform(obj: dict) -> dict:
+                meta = obj.get("metadata") or {}
+                return {"metadata": {"namespace": meta.get("namespace") or meta.get("name"),
+                                     "name": meta.get("name")}, "value": value(meta)}
+            return transform
 
-    def _key_of(self, kind: str, obj) -> tuple[tuple[str, str, str], str]:
-        """The input an event is about, and the value that matters of it."""
-        if kind == "ns":
-            return ("ns", obj.metadata.name, ""), str((obj.metadata.labels or {}).get(VGPU_LABEL))
-        if kind == "secret":
-            return ("secret", obj.metadata.namespace, ""), str(obj.metadata.resourceVersion)
-        meta = _plain(obj)["metadata"]
-        return ("hr", meta["namespace"], meta["name"]), str(meta.get("generation"))
+        def handler(event: str, new: dict | None, old: dict | None) -> None:
+            self.queue.add((new or old)["metadata"]["namespace"])
 
-    def _watch(self, kind: str, stop: threading.Event, queue: "Queue[str]") -> None:
-        """Feed `queue` with namespaces whose inputs change; a release's status
-        updates (same generation) and a namespace's other labels are not changes.
-        A watch that ends or fails is started again (lightkube relists on 410)."""
-        from lightkube.resources.core_v1 import Namespace, Secret
-
-        resource, options = {
-            "ns": (Namespace, {}),
-            "secret": (Secret, {"namespace": "*", "fields": {"metadata.name": SECRET_NAME}}),
-            "hr": (_helmrelease_resource(), {"namespace": "*"}),
-        }[kind]
-        while not stop.is_set():
-            try:
-                for event, obj in self.client.watch(resource, server_timeout=30, **options):
-                    key, value = self._key_of(kind, obj)
-                    with self._lock:
-                        if event == "DELETED":
-                            self._seen.pop(key, None)
-                        elif self._seen.get(key) == value:
-                            continue
-                        else:
-                            self._seen[key] = value
-                    queue.put(key[1])
-                    if stop.is_set():
-                        return
-            except Exception as err:  # a broken watch is started again after a pause
-                log.warning("cozyrender: %s watch failed: %s", kind, err)
-                stop.wait(1)
+        client = lambda: self.client  # noqa: E731 - one client, as the loop writes with it
+        return [
+            Informer(client, Watched("", "v1", "Namespace", "namespaces", False), handler,
+                     transform=kept(lambda meta: str((meta.get("labels") or {}).get(VGPU_LABEL))),
+                     server_timeout=self.server_timeout),
+            Informer(client, Watched("", "v1", "Secret", "secrets", True), handler,
+                     selection=Selection(fields={"metadata.name": SECRET_NAME}),
+                     transform=kept(lambda meta: str(meta.get("resourceVersion"))),
+                     server_timeout=self.server_timeout),
+            Informer(client, Watched("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", True),
+                     handler, transform=kept(lambda meta: str(meta.get("generation"))),
+                     server_timeout=self.server_timeout),
+        ]
 
     def run(self, stop: threading.Event) -> None:
-        """Reconcile every namespace once, then those the watches report; a
-        full pass again every `resync` seconds, so nothing missed stays behind."""
-        queue: Queue[str] = Queue()
-        watchers = [threading.Thread(target=self._watch, args=(kind, stop, queue), daemon=True,
-                                     name=f"cozyrender-flux-watch-{kind}") for kind in ("ns", "secret", "hr")]
-        for watcher in watchers:
-            watcher.start()
-        next_resync = 0.0
+        """Reconcile every namespace the first lists hold, then those the
+        watches report (a burst once each); a full pass again every `resync`
+        seconds, so nothing missed stays behind."""
+        informers = self._informers()
+        for informer in informers:
+            informer.start()
+        next_resync = time.monotonic() + self.resync
         while not stop.is_set():
-            pending: set[str] = set()
-            try:
-                if time.monotonic() >= next_resync:
-                    with self._lock:
-                        pending |= self.changed_namespaces() | {key[1] for key in self._seen}
-                    next_resync = time.monotonic() + self.resync
+            if time.monotonic() >= next_resync:
+                self.queue.add(*{key[0] or key[1] for informer in informers for key in list(informer.store)})
+                next_resync = time.monotonic() + self.resync
+            pending = self.queue.take(timeout=self.interval)
+            for namespace in sorted(pending):
                 try:
-                    pending.add(queue.get(timeout=self.interval))
-                    while True:  # everything queued meanwhile, once each
-                        pending.add(queue.get_nowait())
-                except Empty:
-                    pass
-                for namespace in sorted(pending):
                     self.reconcile_namespace(namespace)
-            except Exception as err:  # a failed pass is retried by the next resync
-                log.warning("cozyrender: controller pass failed: %s", err)
-                next_resync = time.monotonic() + self.interval
+                except Exception as err:  # a failed namespace is retried by the next resync
+                    log.warning("cozyrender: reconciling %s failed: %s", namespace, err)
+        for informer in informers:
+            informer.stop()
 
 
 def start(client, chart: str | Path, interval: float = 0.5, **options) -> tuple[Controller, threading.Event,

@@ -1,0 +1,236 @@
+"""Metrics to bill and alert on, in Prometheus' text format, named as
+kube-state-metrics names its series (`<prefix>_<object>_<field>`, a
+`type` label for the sides of a quota as `kube_resourcequota` has them, a
+`condition`/`status` pair as `kube_<object>_status_condition` has them).
+
+Who exports what (so a PromQL sum over replicas never counts twice):
+- every replica: `cozyrender_controller_leader` (1 on the leader, 0 on a
+  standby) and `cozyrender_controller_info`;
+- the leader alone: every per-tenant, per-class and audit series below. A
+  standby exports none of them; after a failover the new leader exports
+  them from its own first lists.
+
+Per tenant namespace and budget key (the pool tree, `cozyrender tree -o json`,
+computed from the leader's watches by the same library calls):
+    cozyrender_tenant_budget{namespace,tenant,key,quota_key,key_type,type}
+        type="hard"        the budget the tenant declares
+        type="used"        what its pool reserves (GPU: VMs and worker pools) or uses (ordinary)
+        type="carved_out"  what sub-tenants carve out of it
+        type="left"        what is left (may be negative)
+    cozyrender_tenant_budget_over_committed{namespace,tenant,key}  1 when the pool is over budget
+GPU figures are devices; ordinary ones are the quantity's value (cores, bytes).
+
+Per GPU class (the status controller's figures, `cozyrender catalog`'s):
+    cozyrender_gpuclass_nodes{gpuclass,resource}
+    cozyrender_gpuclass_allocatable_units{gpuclass,resource}
+    cozyrender_gpuclass_free_units{gpuclass,resource}
+    cozyrender_gpuclass_conflict{gpuclass,resource,held_by}   1 in conflict, 0 not
+    cozyrender_gpuclass_status_writes_total                     status writes made
+
+Audit (`cozyrender check`'s findings over the whole state):
+    cozyrender_audit_findings{kind,severity}
+License copies:
+    cozyrender_license_copies{gpuclass}    copies present
+    cozyrender_license_foreign_secrets     same-named Secrets the copier does not own (left alone)
+
+The pure part (`budget_samples`, `class_samples`, `render`) takes the tree
+and figures and returns text; the watcher and exporter are the I/O shell.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from fractions import Fraction
+
+from cozyrender.kube.client import WATCHED, Watched
+from cozyrender.kube.watch import Informer, Selection, list_scope_selection
+
+log = logging.getLogger("cozyrender.controllers.metrics")
+
+Sample = tuple[str, dict[str, str], float]
+
+HELP = {
+    "cozyrender_controller_leader": ("gauge", "1 on the replica holding the controller Lease, 0 on a standby"),
+    "cozyrender_controller_info": ("gauge", "The replica's identity in the Lease"),
+    "cozyrender_tenant_budget": ("gauge", "A tenant's budget key: hard (declared), used (reserved or used), "
+                                 "carved_out (by sub-tenants) and left, by type; leader only"),
+    "cozyrender_tenant_budget_over_committed": ("gauge", "1 when the pool of this tenant and key is over budget"),
+    "cozyrender_tenant_tree_error": ("gauge", "1 when the pool tree cannot be computed from the cluster's objects "
+                                     "(an object the rules cannot read; the controller's log names it): the "
+                                     "per-tenant series are missing meanwhile"),
+    "cozyrender_gpuclass_nodes": ("gauge", "Eligible nodes of a GPU class"),
+    "cozyrender_gpuclass_allocatable_units": ("gauge", "Allocatable units of a GPU class on its eligible nodes"),
+    "cozyrender_gpuclass_free_units": ("gauge", "Free units of a GPU class on its eligible nodes"),
+    "cozyrender_gpuclass_conflict": ("gauge", "1 when the class's resource name is held by an older class"),
+    "cozyrender_gpuclass_status_writes_total": ("counter", "GPUClass status writes made by this leader"),
+    "cozyrender_audit_findings": ("gauge", "Audit findings over the whole state, by kind and severity"),
+    "cozyrender_license_copies": ("gauge", "vGPU license copies present, by class"),
+    "cozyrender_license_foreign_secrets": ("gauge", "Secrets named like a license copy that the copier did not "
+                                           "write (never adopted, changed or deleted)"),
+}
+
+
+def _number(value) -> float:
+    return float(Fraction(value))
+
+
+def budget_samples(tree) -> list[Sample]:
+    """Per tenant namespace and key, from a `tree.model.Tree`."""
+    samples: list[Sample] = []
+    for node in tree.shown():
+        for row in node.keys:
+            labels = {"namespace": node.namespace, "tenant": node.tenant or "", "key": row.key,
+                      "quota_key": row.quota_key, "key_type": row.type}
+            for kind, value in (("hard", row.budget), ("used", row.used), ("carved_out", row.carved_out),
+                                ("left", row.left)):
+                samples.append(("cozyrender_tenant_budget", {**labels, "type": kind}, _number(value)))
+            samples.append(("cozyrender_tenant_budget_over_committed",
+                            {"namespace": node.namespace, "tenant": node.tenant or "", "key": row.key},
+                            1.0 if row.over_committed else 0.0))
+    return samples
+
+
+def finding_samples(findings: Iterable) -> list[Sample]:
+    counts = Counter((finding.kind, finding.severity) for finding in findings)
+    return [("cozyrender_audit_findings", {"kind": kind, "severity": severity}, float(count))
+            for (kind, severity), count in sorted(counts.items())]
+
+
+def class_samples(classes: dict[str, dict], figures: Callable[[str], object]) -> list[Sample]:
+    """Per class, from the status controller's index (`ClassIndex.figures`)."""
+    from cozyrender.gpuclass.classes import resource_name
+
+    samples: list[Sample] = []
+    for name in sorted(classes):
+        answer = figures(name)
+        if answer.capacity is None:
+            continue
+        labels = {"gpuclass": name, "resource": resource_name(classes[name])}
+        samples += [
+            ("cozyrender_gpuclass_nodes", labels, float(answer.capacity.eligible_nodes)),
+            ("cozyrender_gpuclass_allocatable_units", labels, _number(answer.capacity.allocatable)),
+            ("cozyrender_gpuclass_free_units", labels, _number(answer.capacity.free)),
+            ("cozyrender_gpuclass_conflict", {**labels, "held_by": answer.conflict.holder if answer.conflict else ""},
+             1.0 if answer.conflict else 0.0),
+        ]
+    return samples
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _value(number: float) -> str:
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def render(samples: Iterable[Sample]) -> bytes:
+    """Prometheus' text exposition format 0.0.4, series grouped under their HELP and TYPE."""
+    grouped: dict[str, list[Sample]] = {}
+    for sample in samples:
+        grouped.setdefault(sample[0], []).append(sample)
+    lines = []
+    for name, group in grouped.items():
+        kind, text = HELP[name]
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+        for _, labels, number in group:
+            inner = ",".join(f'{key}="{_escape(value)}"' for key, value in labels.items())
+            lines.append(f"{name}{{{inner}}} {_value(number)}" if inner else f"{name} {_value(number)}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+# ---------------------------------------------------------------- the shell
+
+def _keep(watched: Watched) -> Callable[[dict], dict | None]:
+    from cozyrender.webhook.cache import compact
+
+    return lambda obj: compact(obj) if watched.keeps(obj) else None
+
+
+class BudgetWatcher:
+    """List+watch of every kind `cozyrender check` reads (kube.client.WATCHED),
+    and the pool tree and audit computed from them when a scrape asks and
+    something changed since the last one."""
+
+    def __init__(self, make_client: Callable[[], object], platform_vgpu: bool | None = None) -> None:
+        self.platform_vgpu = platform_vgpu
+        self._changed = threading.Event()
+        self._changed.set()
+        self._cached: tuple[list[Sample], str] | None = None
+        self._lock = threading.Lock()
+        self.informers = [
+            Informer(make_client, watched, self._on_event, selection=list_scope_selection(watched),
+                     transform=_keep(watched))
+            for watched in WATCHED
+        ]
+
+    def _on_event(self, event, new, old) -> None:
+        self._changed.set()
+
+    def synced(self) -> bool:
+        return all(informer.synced.is_set() for informer in self.informers)
+
+    def run(self, stop: threading.Event) -> None:
+        for informer in self.informers:
+            informer.start()
+        stop.wait()
+        for informer in self.informers:
+            informer.stop()
+
+    def objects(self) -> list[dict]:
+        return [obj for informer in self.informers for obj in list(informer.store.values())]
+
+    def samples(self) -> list[Sample]:
+        """The tree's and the audit's samples; recomputed only after a change."""
+        from cozyrender.budgets import audit, index_state
+        from cozyrender.tree import build_tree
+
+        with self._lock:
+            if self._cached is not None and not self._changed.is_set():
+                return self._cached[0]
+            self._changed.clear()
+            try:
+                state = index_state(self.objects())
+                findings = audit(state)
+                tree = build_tree(state, findings, platform_vgpu=self.platform_vgpu)
+                samples = budget_samples(tree) + finding_samples(findings)
+            except Exception:
+                self._changed.set()  # try again at the next scrape
+                raise
+            self._cached = (samples, "")
+            return samples
+
+
+class Exporter:
+    """What `/metrics` answers, on every replica."""
+
+    def __init__(self) -> None:
+        self.status = None
+        self.licenses = None
+        self.budgets = None
+
+    def text(self, manager) -> bytes:
+        leader = manager.leading
+        samples: list[Sample] = [
+            ("cozyrender_controller_leader", {}, 1.0 if leader else 0.0),
+            ("cozyrender_controller_info", {"identity": manager.elector.identity}, 1.0),
+        ]
+        if leader:
+            if self.status is not None and self.status.synced():
+                with self.status.lock:
+                    samples += class_samples(dict(self.status.index.classes), self.status.index.figures)
+                samples.append(("cozyrender_gpuclass_status_writes_total", {}, float(self.status.writes)))
+            if self.budgets is not None and self.budgets.synced():
+                try:
+                    samples += self.budgets.samples()
+                except Exception as err:  # noqa: BLE001 - an unreadable object: the other figures still go out
+                    log.warning("the pool tree cannot be computed: %s", err)
+                    samples.append(("cozyrender_tenant_tree_error", {}, 1.0))
+                else:
+                    samples.append(("cozyrender_tenant_tree_error", {}, 0.0))
+            if self.licenses is not None and self.licenses.synced():
+                samples += self.licenses.samples()
+        return render(samples)

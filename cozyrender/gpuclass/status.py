@@ -1,0 +1,268 @@
+"""A GPUClass's status: its nodes, allocatable and free units, and its
+`Ready` and `Conflict` conditions, from the same rules `cozyrender catalog`
+answers with (`freeunits.class_capacity`, `conflicts.find_conflicts`).
+
+Rules:
+- `ClassIndex` holds what the figures need, kept small: each node's
+  eligibility inputs and allocatable extended resources, and each bound,
+  non-terminated pod's effective requests of extended resources (a pod that
+  requests none is not kept). Every change says which classes it touches:
+  a node, the classes of the resources it advertises (before and after); a
+  pod, the classes of the resources it requests; a class, itself and the
+  classes sharing its resource name (their conflict may move). Work per
+  event is in proportion to what it touches, never a pass over the cluster.
+- `figures(name)` is `class_capacity` over the class's nodes only, and the
+  conflict among the classes naming its resource only: the same functions
+  and the same answer as the catalog over all objects (a property test
+  holds them equal).
+- `desired_status(...)` writes Kubernetes' conditions (type, status, reason,
+  message, lastTransitionTime, observedGeneration); a condition whose
+  status did not change keeps its lastTransitionTime, so an unchanged class
+  yields an identical status and the controller writes nothing.
+
+Pure: no I/O, no clock (the caller passes `now`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from cozyrender.gpuclass.classes import class_name, resource_name
+from cozyrender.gpuclass.conflicts import Conflict, find_conflicts
+from cozyrender.gpuclass.freeunits import ClassCapacity, advertised, class_capacity, requests_by_node
+from cozyrender.kube.quantity import format_quantity
+from cozyrender.kube.shape import ShapeError
+
+READY = "Ready"
+CONFLICT = "Conflict"
+
+
+def is_extended(resource: str) -> bool:
+    """A device-plugin style resource name (a domain and a name): what a GPU
+    class can name; cpu, memory, ephemeral-storage and hugepages-* cannot."""
+    return "/" in resource and not resource.startswith(("kubernetes.io/", "requests.", "limits."))
+
+
+def small_node(node: Mapping) -> dict:
+    """The fields of a Node the figures read: its name, cordon, taints, Ready
+    condition and extended allocatable resources."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    allocatable = status.get("allocatable") or {}
+    conditions = status.get("conditions") or []
+    ready = [c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"] if isinstance(conditions, list) else conditions
+    small_spec = {key: spec[key] for key in ("unschedulable", "taints") if key in spec}
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": meta.get("name")},
+        "spec": small_spec,
+        "status": {
+            "allocatable": ({k: v for k, v in allocatable.items() if is_extended(k)}
+                            if isinstance(allocatable, dict) else allocatable),
+            "conditions": [{"type": c.get("type"), "status": c.get("status")} for c in ready]
+            if isinstance(ready, list) else ready,
+        },
+    }
+
+
+def pod_demand(pod: Mapping) -> tuple[str, dict[str, Fraction]] | None:
+    """The node a pod is bound to and its effective requests of extended
+    resources; None for a pod that holds none (unbound, terminated or
+    requesting no extended resource). A malformed pod is a ShapeError."""
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    names: set[str] = set()
+    for group in ("containers", "initContainers"):
+        for container in spec.get(group) or ():
+            figures = container.get("resources") if isinstance(container, dict) else None
+            for side in ("requests", "limits"):
+                listed = (figures or {}).get(side) if isinstance(figures, dict) else None
+                if isinstance(listed, dict):
+                    names.update(name for name in listed if is_extended(name))
+    overhead = spec.get("overhead")
+    if isinstance(overhead, dict):
+        names.update(name for name in overhead if is_extended(name))
+    if not names:
+        return None
+    totals = requests_by_node([pod], names)
+    if not totals:
+        return None
+    (node, demand), = totals.items()
+    demand = {name: value for name, value in demand.items() if value}
+    return (node, demand) if demand else None
+
+
+@dataclass(frozen=True)
+class Figures:
+    capacity: ClassCapacity | None
+    conflict: Conflict | None
+    problem: str | None = None  # why the figures could not be computed (a malformed node, pod or class)
+
+
+class ClassIndex:
+    """Classes, nodes and pod demands, indexed by resource name."""
+
+    def __init__(self) -> None:
+        self.classes: dict[str, dict] = {}
+        self.nodes: dict[str, dict] = {}
+        self.demands: dict[tuple[str, str], tuple[str, dict[str, Fraction]]] = {}  # pod key -> (node, demand)
+        self._class_resource: dict[str, str] = {}
+        self._by_resource: dict[str, set[str]] = {}  # resource -> class names
+        self._nodes_by_resource: dict[str, set[str]] = {}  # resource -> node names
+        self._requests: dict[str, dict[str, Fraction]] = {}  # node -> resource -> requested
+
+    # ------------------------------------------------------------- classes
+
+    def classes_of(self, resources) -> set[str]:
+        found: set[str] = set()
+        for resource in resources:
+            found |= self._by_resource.get(resource, set())
+        return found
+
+    def set_class(self, gpuclass: dict | None, name: str) -> set[str]:
+        """Add, replace (gpuclass) or remove (None) a class; the classes touched."""
+        touched = {name}
+        old_resource = self._class_resource.pop(name, None)
+        if old_resource is not None:
+            self._by_resource[old_resource].discard(name)
+            touched |= self._by_resource[old_resource]
+            if not self._by_resource[old_resource]:
+                del self._by_resource[old_resource]
+        self.classes.pop(name, None)
+        if gpuclass is not None:
+            self.classes[name] = gpuclass
+            try:
+                resource = resource_name(gpuclass)
+            except ShapeError:
+                resource = ""
+            self._class_resource[name] = resource
+            touched |= self._by_resource.get(resource, set())
+            self._by_resource.setdefault(resource, set()).add(name)
+        return touched
+
+    # ------------------------------------------------------------- nodes
+
+    def _node_resources(self, node: dict | None) -> set[str]:
+        if node is None:
+            return set()
+        try:
+            return {name for name in advertised(node) if is_extended(name)}
+        except ShapeError:
+            return set()
+
+    def set_node(self, node: dict | None, name: str) -> set[str]:
+        """Add, replace or remove a node (as `small_node` keeps it); the classes touched."""
+        old = self.nodes.pop(name, None)
+        before = self._node_resources(old)
+        for resource in before:
+            self._nodes_by_resource[resource].discard(name)
+        after = self._node_resources(node)
+        if node is not None:
+            self.nodes[name] = node
+            for resource in after:
+                self._nodes_by_resource.setdefault(resource, set()).add(name)
+        return self.classes_of(before | after)
+
+    # ------------------------------------------------------------- pods
+
+    def set_pod(self, key: tuple[str, str], demand: tuple[str, dict[str, Fraction]] | None) -> set[str]:
+        """Add, replace or remove a pod's demand (`pod_demand`); the classes touched."""
+        touched: set[str] = set()
+        old = self.demands.pop(key, None)
+        for node, figures, sign in ((old or (None, {})) + (-1,), (demand or (None, {})) + (1,)):
+            if node is None:
+                continue
+            per_node = self._requests.setdefault(node, {})
+            for resource, value in figures.items():
+                total = per_node.get(resource, Fraction(0)) + sign * value
+                if total:
+                    per_node[resource] = total
+                else:
+                    per_node.pop(resource, None)
+                touched.add(resource)
+            if not per_node:
+                del self._requests[node]
+        if demand is not None:
+            self.demands[key] = demand
+        return self.classes_of(touched)
+
+    # ------------------------------------------------------------- answers
+
+    def figures(self, name: str) -> Figures:
+        gpuclass = self.classes[name]
+        resource = self._class_resource.get(name, "")
+        try:
+            rivals = [self.classes[other] for other in self._by_resource.get(resource, ())] if resource else [gpuclass]
+            conflict = find_conflicts(rivals).get(name)
+            nodes = [self.nodes[node] for node in self._nodes_by_resource.get(resource, ())]
+            requests = {node: self._requests[node] for node in self._nodes_by_resource.get(resource, ())
+                        if node in self._requests}
+            capacity = class_capacity(gpuclass, nodes, requests)
+        except ShapeError as err:
+            return Figures(None, None, str(err))
+        return Figures(capacity, conflict)
+
+
+def _units(value: Fraction) -> int | str:
+    text = format_quantity(value)
+    return int(text) if text.isdigit() else text
+
+
+def _condition(kind: str, status: bool, reason: str, message: str, generation, now: str,
+               previous: Mapping | None) -> dict:
+    value = "True" if status else "False"
+    since = now
+    for old in (previous or {}).get("conditions") or ():
+        if isinstance(old, dict) and old.get("type") == kind and old.get("status") == value:
+            since = old.get("lastTransitionTime") or now
+    condition = {"type": kind, "status": value, "reason": reason, "message": message,
+                 "lastTransitionTime": since}
+    if generation is not None:
+        condition["observedGeneration"] = generation
+    return condition
+
+
+def desired_status(gpuclass: Mapping, figures: Figures, now: str, previous: Mapping | None = None) -> dict:
+    """The status a class should have; `previous` (its current status) keeps
+    each unchanged condition's lastTransitionTime; `now` is RFC 3339."""
+    generation = (gpuclass.get("metadata") or {}).get("generation")
+    name = class_name(gpuclass)
+    status: dict = {}
+    if generation is not None:
+        status["observedGeneration"] = generation
+    if figures.problem is not None:
+        ready = _condition(READY, False, "Unreadable", figures.problem, generation, now, previous)
+        conflict = _condition(CONFLICT, False, "Unknown", "the figures could not be computed", generation, now,
+                              previous)
+        status["conditions"] = [ready, conflict]
+        return status
+    capacity = figures.capacity
+    status.update(nodes=capacity.eligible_nodes, allocatable=_units(capacity.allocatable),
+                  free=_units(capacity.free))
+    if figures.conflict is not None:
+        status["conflictWith"] = figures.conflict.holder
+        conflict = _condition(CONFLICT, True, "ResourceNameHeld", str(figures.conflict), generation, now,
+                              previous)
+        ready = _condition(READY, False, "Conflict",
+                           f"not offered: resource name {figures.conflict.resource_name!r} is held by the older "
+                           f"class {figures.conflict.holder!r}", generation, now, previous)
+    else:
+        conflict = _condition(CONFLICT, False, "NoConflict",
+                              f"{name!r} holds its resource name", generation, now, previous)
+        if capacity.eligible_nodes == 0:
+            ready = _condition(READY, False, "NoNodes",
+                               "no Ready, uncordoned node the class tolerates advertises its resource name",
+                               generation, now, previous)
+        else:
+            ready = _condition(READY, True, "Available",
+                               f"{format_quantity(capacity.free)} of {format_quantity(capacity.allocatable)} units "
+                               f"free on {capacity.eligible_nodes} node(s)", generation, now, previous)
+    status["conditions"] = [ready, conflict]
+    return status
+
+
+def same_status(current: Mapping | None, wanted: Mapping) -> bool:
+    """Whether writing `wanted` would change nothing."""
+    return dict(current or {}) == dict(wanted)

@@ -1,0 +1,275 @@
+"""List+watch one kind into a local store, as client-go's reflector and
+informer do, for cozyrender's controllers.
+
+Rules:
+- the first list fills the store; `synced` is set once it has;
+- the watch resumes from the last resourceVersion seen; 410 Gone (the
+  version was compacted away), a watch error, a read timeout or a cut
+  connection relist the kind, and the store is replaced *by difference*:
+  handlers hear ADDED/MODIFIED/DELETED only where the cluster changed, so a
+  relist costs no work downstream where nothing moved;
+- a watch carries a server timeout and a client read timeout a little
+  longer, so a watch that went silent is noticed;
+- `transform` shrinks each object before it is stored (or returns None to
+  keep it out): a pod the controller does not care about costs nothing, and
+  the store holds only the fields a rule reads;
+- handlers run on the watch's thread, outside any lock of ours: they are
+  expected to be short (record what changed and let a work queue act).
+
+`CoalescingQueue` is the other half: keys added while a worker is busy are
+collected into one batch (a set), so a burst of events on one object is one
+reconcile.
+
+lightkube drives the HTTP (its own watch restarts from "now" on 410, losing
+events, and has no read timeout, so both are handled here).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+
+from cozyrender.kube.client import Watched, list_scope, plain, resource
+
+log = logging.getLogger("cozyrender.kube.watch")
+
+SERVER_TIMEOUT = 240  # seconds the API server keeps a watch open before closing it cleanly
+READ_MARGIN = 30  # more seconds of silence after that before the client gives up on it
+RETRY = (0.5, 1, 2, 5, 10)  # back-off after consecutive failures
+
+Handler = Callable[[str, "dict | None", "dict | None"], None]  # (event, new, old)
+
+
+def key_of(obj: dict) -> tuple[str, str]:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+def status_resource(watched: Watched):
+    """The lightkube resource class of `watched`'s status subresource."""
+    from lightkube.core import resource as res
+    from lightkube.generic_resource import GenericGlobalStatus, GenericNamespacedStatus
+
+    main = resource(watched)
+    base = GenericNamespacedStatus if watched.namespaced else GenericGlobalStatus
+    info = res.ApiInfo(resource=main._api_info.resource, parent=main._api_info.resource,
+                       plural=watched.plural, verbs=["get", "patch", "put"], action="status")
+    return type(f"{watched.kind}Status", (base,), {"_api_info": info})
+
+
+@dataclass
+class Selection:
+    """Which objects of a kind are listed and watched: a namespace (None:
+    all, or the kind is cluster-scoped) and label and field selectors in
+    lightkube's form."""
+
+    namespace: str | None = None
+    labels: dict | None = None
+    fields: dict | None = None
+
+    def options(self, watched: Watched) -> dict:
+        options: dict = {}
+        if watched.namespaced:
+            options["namespace"] = self.namespace or "*"
+        if self.labels:
+            options["labels"] = self.labels
+        if self.fields:
+            options["fields"] = self.fields
+        return options
+
+
+def list_scope_selection(watched: Watched) -> Selection:
+    """The selection `kube.client.list_scope` gives a kind the budget rules read."""
+    scope = list_scope(watched)
+    namespace = scope.get("namespace")
+    return Selection(namespace=None if namespace in (None, "*") else namespace, fields=scope.get("fields"))
+
+
+class Informer:
+    """One kind, listed and watched into `store` (key -> transformed object)."""
+
+    def __init__(self, make_client: Callable[[], object], watched: Watched, handler: Handler,
+                 selection: Selection | None = None, transform: Callable[[dict], dict | None] | None = None,
+                 server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN) -> None:
+        self.make_client = make_client
+        self.watched = watched
+        self.handler = handler
+        self.selection = selection or Selection()
+        self.transform = transform or (lambda obj: obj)
+        self.server_timeout = server_timeout
+        self.read_margin = read_margin
+        self.store: dict[tuple[str, str], dict] = {}
+        self.synced = threading.Event()
+        self.problem = ""  # why the last list or watch failed, "" while healthy
+        self.relists = 0
+        self._version = ""
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._client = None
+
+    # -------------------------------------------------------------- lifecycle
+
+    def start(self) -> Informer:
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self.watched.plural}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        client = self._client
+        if client is not None:
+            # Closed on a thread of its own: closing while a watch is being read can wait for that
+            # read, and a stopping process must not (it releases its Lease next).
+            threading.Thread(target=_close, args=(client,), name="watch-close", daemon=True).start()
+
+    # -------------------------------------------------------------- store
+
+    def _deliver(self, event: str, new: dict | None, old: dict | None) -> None:
+        try:
+            self.handler(event, new, old)
+        except Exception:  # a handler bug must not kill the watch
+            log.exception("handler of %s failed on %s", self.watched.plural, event)
+
+    def apply(self, event: str, raw: dict) -> None:
+        """One watch event into the store, and to the handler when it changed
+        what the store holds."""
+        raw.setdefault("apiVersion", self.watched.api_version)
+        raw.setdefault("kind", self.watched.kind)
+        key = key_of(raw)
+        old = self.store.get(key)
+        new = None if event == "DELETED" else self.transform(raw)
+        if new is None:
+            if old is not None:
+                del self.store[key]
+                self._deliver("DELETED", None, old)
+            return
+        self.store[key] = new
+        if old is None:
+            self._deliver("ADDED", new, None)
+        elif old != new:
+            self._deliver("MODIFIED", new, old)
+
+    def replace(self, listed: Iterable[dict]) -> None:
+        """A fresh list: objects gone are DELETED, the rest applied by difference."""
+        seen = set()
+        for raw in listed:
+            seen.add(key_of(raw))
+            self.apply("MODIFIED" if key_of(raw) in self.store else "ADDED", raw)
+        for key in [key for key in self.store if key not in seen]:
+            old = self.store.pop(key)
+            self._deliver("DELETED", None, old)
+
+    # -------------------------------------------------------------- the loop
+
+    def _new_client(self):
+        client = self.make_client()
+        inner = getattr(client, "_client", None)
+        if getattr(inner, "_watch_timeout", None) is not None:
+            import httpx2
+
+            inner._watch_timeout = httpx2.Timeout(10.0, read=self.server_timeout + self.read_margin)
+        self._client = client
+        return client
+
+    def _list(self, client) -> None:
+        options = self.selection.options(self.watched)
+        listing = client.list(resource(self.watched), chunk_size=500, **options)
+        items = [plain(item) for item in listing]
+        try:
+            self._version = listing.resourceVersion
+        except Exception:  # noqa: BLE001 - an empty list that never started iterating
+            self._version = ""
+        self.replace(items)
+        self.relists += 1
+
+    def _watch(self, client) -> None:
+        options = self.selection.options(self.watched)
+        events = client.watch(resource(self.watched), server_timeout=self.server_timeout,
+                              resource_version=self._version or None, **options)
+        for event, obj in events:
+            if self._stop.is_set():
+                return
+            data = plain(obj)
+            version = (data.get("metadata") or {}).get("resourceVersion")
+            if event in ("ADDED", "MODIFIED", "DELETED"):
+                self.apply(event, data)
+            if version:
+                self._version = version
+
+    def _run(self) -> None:
+        client = self._new_client()
+        failures = 0
+        listed = False
+        while not self._stop.is_set():
+            try:
+                if not listed:
+                    self._list(client)
+                    listed = True
+                    self.problem = ""
+                    self.synced.set()
+                self._watch(client)
+                failures = 0
+            except Exception as err:  # noqa: BLE001 - 410, transport errors, timeouts: relist
+                if self._stop.is_set():
+                    return
+                failures += 1
+                status = getattr(err, "status", None)
+                code = getattr(status, "code", None)
+                self.problem = f"{code or type(err).__name__}: {getattr(status, 'message', None) or err}"
+                if code != 410:
+                    log.warning("watch of %s: %s", self.watched.plural, self.problem)
+                listed = False  # only a list proves the store current again
+            if failures:
+                self._stop.wait(RETRY[min(failures, len(RETRY)) - 1])
+
+
+def _close(client) -> None:
+    try:
+        client.close()
+    except Exception:  # noqa: BLE001 - closing a client that failed already
+        pass
+
+
+def wait_synced(informers: Iterable[Informer], timeout: float | None = None) -> bool:
+    end = None if timeout is None else time.monotonic() + timeout
+    for informer in informers:
+        left = None if end is None else max(0.0, end - time.monotonic())
+        if not informer.synced.wait(left):
+            return False
+    return True
+
+
+class CoalescingQueue:
+    """A set of keys to work on: a key added many times before the worker
+    takes the batch is worked on once."""
+
+    def __init__(self) -> None:
+        self._keys: set[Hashable] = set()
+        self._cond = threading.Condition()
+
+    def add(self, *keys: Hashable) -> None:
+        if not keys:
+            return
+        with self._cond:
+            self._keys.update(keys)
+            self._cond.notify()
+
+    def take(self, timeout: float, settle: float = 0.0) -> set:
+        """Wait up to `timeout` for a key, then `settle` seconds more for the
+        rest of a burst, and return the batch (empty on timeout)."""
+        with self._cond:
+            if not self._keys:
+                self._cond.wait(timeout)
+            if not self._keys:
+                return set()
+        if settle:
+            time.sleep(settle)
+        with self._cond:
+            batch, self._keys = self._keys, set()
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._keys)

@@ -1,0 +1,169 @@
+"""Billing metrics, end to end: a real Prometheus (Debian's binary, on
+loopback) scrapes both controller replicas against a real kube-apiserver,
+and PromQL's answers equal `cozyrender tree -o json` and `cozyrender catalog
+-o json` for the same cluster; a `sum` over every replica counts each
+figure once (only the leader exports them); the figures follow a new
+workload."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.parse
+import urllib.request
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controller_plane import ControllerPlane, add_node, gpuclass, pod, start_plane, wait_for
+from kubeapi import GPUCLASSES, apps_path
+
+from cozyrender.kube.quantity.parsing import parse_quantity
+
+PROMETHEUS = Path(shutil.which("prometheus") or "/usr/bin/prometheus")
+A100 = "nvidia.com/GA100_A100_PCIE_40GB"
+
+
+def tenant(name: str, namespace: str, quotas: dict) -> dict:
+    return {"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "Tenant",
+            "metadata": {"name": name, "namespace": namespace}, "spec": {"resourceQuotas": quotas}}
+
+
+def vm(name: str, count: int) -> dict:
+    return {"apiVersion": "apps.cozystack.io/v1alpha1", "kind": "VMInstance", "metadata": {"name": name},
+            "spec": {"gpus": [{"class": "a100", "count": count}]}}
+
+
+@pytest.fixture(scope="module")
+def cp(tmp_path_factory):
+    if not PROMETHEUS.exists():
+        raise RuntimeError(f"{PROMETHEUS} is missing: run `make prometheus` (Debian's prometheus package)")
+    plane = start_plane(tmp_path_factory)
+    controllers = ControllerPlane(plane)
+    try:
+        controllers.apply_chart()
+        for namespace in ("tenant-acme", "tenant-acme-ml"):
+            controllers.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                      "metadata": {"name": namespace}})
+            controllers.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                               {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+        controllers.create(GPUCLASSES, gpuclass("a100", A100))
+        add_node(controllers, "gpu-1", {A100: "8"})
+        controllers.create(apps_path("tenants", "tenant-root"), tenant("acme", "tenant-root", {
+            "gpuclass.cozystack.io/devices": 8, "cpu": 32, "memory": "128Gi"}))
+        controllers.create(apps_path("tenants", "tenant-acme"), tenant("ml", "tenant-acme", {
+            "gpuclass.cozystack.io/devices": 4, "a100.gpuclass.cozystack.io/devices": 4}))
+        controllers.create(apps_path("vminstances", "tenant-acme-ml"), vm("train", 2))
+        controllers.create(apps_path("vminstances", "tenant-acme"), vm("infer", 1))
+        controllers.create("/api/v1/namespaces/tenant-acme/pods", pod("web-0", "gpu-1", {"cpu": "2",
+                                                                                         "memory": "4Gi"}))
+        controllers.create("/api/v1/namespaces/tenant-acme-ml/pods", pod("vm-train", "gpu-1", {A100: "2"}))
+        ports = [controllers.start(name) for name in ("controller-a", "controller-b")]
+        wait_for(controllers.holder, what="a leader")
+        from cluster import free_port
+
+        web = free_port()
+        config = plane.dir / "prometheus.yml"
+        config.write_text(yaml.safe_dump({
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "scrape_configs": [{"job_name": "cozyrender-controller", "static_configs": [
+                {"targets": [f"127.0.0.1:{port}" for port in ports]}]}]}))
+        plane._spawn("prometheus", [str(PROMETHEUS), f"--config.file={config}",
+                                    f"--storage.tsdb.path={plane.dir / 'prometheus-data'}",
+                                    f"--web.listen-address=127.0.0.1:{web}", "--log.level=warn"])
+        controllers.prometheus = f"http://127.0.0.1:{web}"
+        wait_for(lambda: query(controllers, "up") and all(s["value"][1] == "1" for s in query(controllers, "up"))
+                 and len(query(controllers, "up")) == 2, what="Prometheus scraping both replicas")
+        yield controllers
+    finally:
+        plane.stop()
+
+
+def query(cp, promql: str) -> list[dict]:
+    url = f"{cp.prometheus}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    with urllib.request.urlopen(url, timeout=10) as response:
+        answer = json.loads(response.read())
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def number(value) -> Fraction:
+    return Fraction(value) if isinstance(value, int) else parse_quantity(value)
+
+
+def tree_figures(cp) -> dict:
+    tree = subprocess.run([sys.executable, "-m", "cozyrender", "tree", "--kubeconfig", str(cp.plane.kubeconfig),
+                           "-o", "json"], capture_output=True, text=True, check=True)
+    figures = {}
+    for node in json.loads(tree.stdout)["tenants"]:
+        for row in node["keys"]:
+            for kind, field in (("hard", "budget"), ("used", "used"), ("carved_out", "carvedOut"), ("left", "left")):
+                figures[(node["namespace"], row["key"], kind)] = number(row[field])
+    return figures
+
+
+def prom_figures(cp) -> dict:
+    answer = query(cp, "sum by (namespace, key, type) (cozyrender_tenant_budget)")
+    return {(s["metric"]["namespace"], s["metric"]["key"], s["metric"]["type"]): Fraction(s["value"][1])
+            for s in answer}
+
+
+def test_promql_answers_equal_the_tree(cp):
+    expected = tree_figures(cp)
+    assert expected[("tenant-acme", "gpuclass.cozystack.io/devices", "hard")] == 8
+    assert len(expected) >= 16
+    wait_for(lambda: prom_figures(cp) == expected, what="PromQL equal to cozyrender tree -o json")
+
+
+def test_only_the_leader_exports_the_figures(cp):
+    leader = cp.holder()
+    assert query(cp, "sum(cozyrender_controller_leader)")[0]["value"][1] == "1"
+    exporters = {s["metric"]["instance"] for s in query(cp, "cozyrender_tenant_budget")}
+    assert exporters == {f"127.0.0.1:{cp.replicas[leader]}"}
+
+
+def test_class_figures_equal_the_catalog(cp, kubectl, tmp_path):
+    listed = subprocess.run([str(kubectl), f"--kubeconfig={cp.plane.kubeconfig}", "get", "nodes,pods,gpuclasses",
+                             "-A", "-o", "json"], capture_output=True, text=True, check=True).stdout
+    (tmp_path / "state.json").write_text(listed)
+    catalog = json.loads(subprocess.run([sys.executable, "-m", "cozyrender", "catalog", "--state",
+                                         str(tmp_path / "state.json"), "-o", "json"],
+                                        capture_output=True, text=True, check=True).stdout)
+    [row] = catalog["gpuClasses"]
+    assert row["freeUnits"] == 6
+
+    def answers():
+        return {metric: query(cp, f"sum by (gpuclass) ({metric})")
+                for metric in ("cozyrender_gpuclass_free_units", "cozyrender_gpuclass_allocatable_units",
+                               "cozyrender_gpuclass_nodes", "cozyrender_gpuclass_conflict")}
+
+    expected = {"cozyrender_gpuclass_free_units": row["freeUnits"],
+                "cozyrender_gpuclass_allocatable_units": row["allocatableUnits"],
+                "cozyrender_gpuclass_nodes": row["eligibleNodes"], "cozyrender_gpuclass_conflict": 0}
+    wait_for(lambda: {m: [(s["metric"]["gpuclass"], Fraction(s["value"][1])) for s in v]
+                      for m, v in answers().items()} == {m: [("a100", Fraction(n))] for m, n in expected.items()},
+             what="per-class PromQL equal to the catalog")
+
+
+def test_the_figures_follow_a_new_workload_and_audit_findings_count(cp):
+    cp.create(apps_path("vminstances", "tenant-acme-ml"), vm("train-2", 3))  # ml's 4 a100s: 2 + 3 is over
+    wait_for(lambda: prom_figures(cp) == tree_figures(cp)
+             and prom_figures(cp)[("tenant-acme-ml", "a100.gpuclass.cozystack.io/devices", "used")] == 5,
+             what="PromQL following the new VM")
+    over = query(cp, 'cozyrender_tenant_budget_over_committed == 1')
+    assert {(s["metric"]["namespace"], s["metric"]["key"]) for s in over} >= {
+        ("tenant-acme-ml", "a100.gpuclass.cozystack.io/devices")}
+    findings = subprocess.run([sys.executable, "-m", "cozyrender", "tree", "--kubeconfig", str(cp.plane.kubeconfig),
+                               "-o", "json"], capture_output=True, text=True, check=True)
+    data = json.loads(findings.stdout)
+    every = [f for node in data["tenants"] for f in node["findings"]] + data["findings"]
+    counted = {}
+    for finding in every:
+        counted[(finding["kind"], finding["severity"])] = counted.get((finding["kind"], finding["severity"]), 0) + 1
+    wait_for(lambda: {(s["metric"]["kind"], s["metric"]["severity"]): int(s["value"][1])
+                      for s in query(cp, "sum by (kind, severity) (cozyrender_audit_findings)")} == counted,
+             what="audit findings by kind equal to the tree's")
