@@ -144,9 +144,28 @@ def _guarded(command):
         except RecursionError:
             fail("the input is nested too deeply to read (hundreds of levels: no Kubernetes object, "
                  "HelmRelease or values file nests so deep)")
+        except OSError as err:  # the machine, not the input: a read-only or full file system
+            fail(_environment_problem(err), exit_code=1)
 
     command.callback = run
     return command
+
+
+def _environment_problem(err: OSError) -> str:
+    """An OSError no command reported itself, in the commands' words: a file it
+    could not write (read-only or full file system), or no usable temporary folder."""
+    import tempfile
+
+    from cozyrender.commands import os_problem
+
+    if err.filename is None:
+        try:
+            tempfile.gettempdir()
+        except OSError:
+            return ("no writable temporary folder (TMPDIR, /tmp, /var/tmp and the working folder are read-only "
+                    "or full): set TMPDIR to a writable folder")
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{os_problem(err)}"
 
 
 def _shorten(message: str, longest: int = 80) -> str:

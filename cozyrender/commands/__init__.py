@@ -119,6 +119,8 @@ def os_problem(err: OSError) -> str:
         _errno.EACCES: "permission denied",
         _errno.EISDIR: "is a folder, not a file",
         _errno.ENOTDIR: "a part of the path is not a folder",
+        _errno.EROFS: "the file system is read-only",
+        _errno.ENOSPC: "no space left on the device",
     }
     return words.get(err.errno or 0) or (err.strerror or str(err)).lower()
 
