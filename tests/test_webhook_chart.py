@@ -29,6 +29,13 @@ def render(helm4: Path, *args: str) -> list[dict]:
 
 
 def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    """The chart's objects of `kind`; the webhook configurations are those the
+    replicas register from the `<release>-webhooks` ConfigMap."""
+    if kind.endswith("WebhookConfiguration"):
+        from cozyrender.webhook.registration import read_configurations
+
+        sources = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-webhooks")]
+        return [c for o in sources for c in read_configurations(o["data"]) if c["kind"] == kind]
     return [o for o in objects if o["kind"] == kind]
 
 
@@ -44,7 +51,8 @@ MODES = {
 @pytest.mark.parametrize("mode", MODES)
 def test_every_object_is_valid_kubernetes(helm4: Path, mode: str) -> None:
     objects = render(helm4, *MODES[mode])
-    errors = [f for f in validate_objects(objects) if f.error]
+    errors = [f for f in validate_objects(objects + by_kind(objects, "ValidatingWebhookConfiguration")
+                                          + by_kind(objects, "MutatingWebhookConfiguration")) if f.error]
     assert errors == []
     unvalidated = {o["kind"] for o in objects} - {"Deployment", "Service", "PodDisruptionBudget", "ServiceAccount",
                                                   "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
@@ -117,13 +125,17 @@ def test_rbac_reads_only_and_writes_the_ledger_alone(helm4: Path) -> None:
     rules = [(role["metadata"]["name"], rule) for role in by_kind(objects, "ClusterRole") + by_kind(objects, "Role")
              for rule in role["rules"]]
     writing = [(name, rule) for name, rule in rules if set(rule["verbs"]) - {"get", "list", "watch"}]
-    assert writing == [("cozyrender-webhook-ledger", {"apiGroups": [""], "resources": ["configmaps"],
-                                                      "resourceNames": ["cozyrender-reservations"],
-                                                      "verbs": ["get", "update"]})]
+    assert writing == [
+        ("cozyrender-webhook-read", {"apiGroups": ["admissionregistration.k8s.io"],
+                                     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+                                     "resourceNames": ["cozyrender-webhook"],
+                                     "verbs": ["get", "create", "patch", "delete"]}),
+        ("cozyrender-webhook-ledger", {"apiGroups": [""], "resources": ["configmaps"],
+                                       "resourceNames": ["cozyrender-reservations"], "verbs": ["get", "update"]})]
     secrets = [rule for _, rule in rules if "secrets" in rule["resources"]]
     assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["cozystack-values"],
                         "verbs": ["get", "list", "watch"]}]
-    [ledger] = by_kind(objects, "ConfigMap")
+    [ledger] = [c for c in by_kind(objects, "ConfigMap") if c["metadata"]["name"] == "cozyrender-reservations"]
     assert ledger["metadata"]["name"] == "cozyrender-reservations" and ledger["data"] == {"reservations.json": "[]"}
 
 
@@ -140,3 +152,27 @@ def test_chart_docs_are_current() -> None:
 
     result = CliRunner().invoke(command, ["docs", "--check", str(CHART)])
     assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_chart_creates_no_webhook_configuration_itself(helm4: Path, mode: str) -> None:
+    """Issue 29 item 1: Helm never creates a configuration that fails closed; the
+    replicas register what the ConfigMap holds, once ready, from the args the
+    Deployment passes (the ConfigMap and the ClusterRole that owns what they register)."""
+    for injection in ("false", "true"):
+        objects = render(helm4, *MODES[mode], "--set", f"fluxInjection={injection}")
+        assert not [o for o in objects if o["kind"].endswith("WebhookConfiguration")]
+        registered = by_kind(objects, "ValidatingWebhookConfiguration") + by_kind(objects, "MutatingWebhookConfiguration")
+        assert [c["kind"] for c in registered] == ["ValidatingWebhookConfiguration"] + (
+            ["MutatingWebhookConfiguration"] if injection == "true" else [])
+        [deployment] = by_kind(objects, "Deployment")
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert "--register=cozyrender-webhook-webhooks" in args and "--register-owner=cozyrender-webhook-read" in args
+        assert {r["metadata"]["name"] for r in by_kind(objects, "ClusterRole")} >= {"cozyrender-webhook-read"}
+        assert ("--flux-injection" in args) is (injection == "true")
+
+
+def test_offline_rendering_checks_no_prerequisite(helm4: Path) -> None:
+    """`helm template` has no cluster: cert-manager, Flux, Cozystack's API and tenant-root
+    are checked only on a live install (tests/test_webhook_install.py)."""
+    assert render(helm4, "--set", "fluxInjection=true")

@@ -9,9 +9,10 @@ Starts, each as its own process group, with every port on 127.0.0.1:
 - the GPUClass CRD and stand-in CRDs for Cozystack's apps.cozystack.io kinds;
 - the namespaces `cozy-system`, `cozyrender-system` and `tenant-root` (or those given);
 - N replicas of `cozyrender webhook` behind a round-robin balancer (the
-  Service hop), with the webhook chart's RBAC, ledger and webhook
-  configuration applied from `helm template charts/cozyrender-webhook`,
-  and the replicas authenticating as the chart's service account.
+  Service hop), with the webhook chart's RBAC, ledger and ConfigMap of
+  webhook configurations applied from `helm template charts/cozyrender-webhook`,
+  the replicas authenticating as the chart's service account and registering
+  the configurations themselves once ready, as in a real install.
 
     python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2]
     python tools/controlplane/cluster.py down [--dir .cache/cluster]
@@ -49,6 +50,8 @@ from pki import CA, service_account_keys  # noqa: E402
 DEFAULT_BIN = REPO / ".cache" / "bin"
 WEBHOOK_NAMESPACE = "cozyrender-system"
 WEBHOOK_ACCOUNT = "cozyrender-webhook"
+WEBHOOK_RELEASE = "cozyrender-webhook"
+WEBHOOK_CONFIGURATIONS = f"{WEBHOOK_RELEASE}-webhooks"  # the chart's ConfigMap the replicas register from
 CRDS = (
     REPO / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml",
     HERE / "crds" / "apps-cozystack-io-standins.yaml",
@@ -57,7 +60,6 @@ CRDS = (
 # PodDisruptionBudget and certificates are the cluster's job: no kubelet here).
 CHART_KINDS_APPLIED = frozenset({
     "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
-    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
 })
 
 
@@ -206,6 +208,10 @@ class ControlPlane:
             # No kubelet or kube-proxy here: the `kubernetes` Service's endpoints would be a loopback
             # address, which the API refuses.
             "--endpoint-reconciler-type=none",
+            # Service-mode webhooks (and aggregated APIs) are called at their endpoints' addresses,
+            # never at a ClusterIP or a DNS name: nothing here may resolve a name off this machine.
+            # A Service with no ready endpoint is refused ("no endpoints available").
+            "--enable-aggregator-routing=true",
             f"--cert-dir={self.pki}", "--profiling=false", "--v=1",
         ])
         kubeconfig = _kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
@@ -289,14 +295,18 @@ class ControlPlane:
             *[arg for port in replicas for arg in ("--backend", f"127.0.0.1:{port}")],
         ])
         objects = self.webhook_objects(f"https://127.0.0.1:{balancer}/validate")
-        configurations = [obj for obj in objects if obj["kind"].endswith("WebhookConfiguration")]
-        rest = [obj for obj in objects if obj not in configurations]
-        # RBAC and the ledger first; the replicas must be ready before the API server calls them.
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": rest}))
+        # RBAC, the ledger and the ConfigMap of webhook configurations, which the replicas
+        # register themselves once ready (cozyrender.webhook.registration).
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        source = next(obj for obj in objects if obj["metadata"]["name"] == WEBHOOK_CONFIGURATIONS)
+        self.webhook_configurations = [doc for key in sorted(source["data"])
+                                       for doc in yaml.safe_load_all(source["data"][key]) if doc]
         for index in range(self.webhook_replicas):
             self.wait_webhook(index)
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": configurations}))
-        self.webhook_configurations = configurations
+        for obj in self.webhook_configurations:
+            self._wait(f"{obj['kind']} {obj['metadata']['name']} registered by a replica",
+                       lambda obj=obj: self.kubectl("get", obj["kind"].lower(), obj["metadata"]["name"],
+                                                    check=False).returncode == 0, 60)
 
     def start_webhook(self, index: int) -> None:
         cert, key = self.webhook_serving_cert
@@ -304,7 +314,8 @@ class ControlPlane:
         self._spawn(f"webhook-{index}", [
             sys.executable, "-m", "cozyrender", "webhook", "--listen", f"127.0.0.1:{self.ports[f'webhook-{index}']}",
             "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(self.webhook_kubeconfig),
-            "--namespace", WEBHOOK_NAMESPACE, *self.webhook_args,
+            "--namespace", WEBHOOK_NAMESPACE, "--register", WEBHOOK_CONFIGURATIONS,
+            "--register-owner", f"{WEBHOOK_RELEASE}-read", *self.webhook_args,
         ], env=env)
 
     def wait_webhook(self, index: int, timeout: float = 60) -> None:
