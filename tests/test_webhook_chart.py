@@ -176,3 +176,48 @@ def test_offline_rendering_checks_no_prerequisite(helm4: Path) -> None:
     """`helm template` has no cluster: cert-manager, Flux, Cozystack's API and tenant-root
     are checked only on a live install (tests/test_webhook_install.py)."""
     assert render(helm4, "--set", "fluxInjection=true")
+
+
+SCRAPES = ("--set", "monitoring.vmServiceScrape=true", "--set", "monitoring.serviceMonitor=true")
+
+
+@pytest.mark.parametrize("mode", ["cert-manager", "secret"])
+def test_the_scrape_objects_validate_against_their_crds_and_scrape_over_the_charts_tls(helm4: Path, mode: str) -> None:
+    """Issue 29 item 4: a VMServiceScrape and a ServiceMonitor (each optional), valid
+    against the operators' CRD schemas bundled in cozyrender/schemas (strict: an unknown
+    field is refused), selecting the chart's Service and its https port, verifying the
+    certificate the chart issues or is given, for the name that certificate carries."""
+    objects = render(helm4, *MODES[mode], *SCRAPES)
+    scrapes = by_kind(objects, "VMServiceScrape") + by_kind(objects, "ServiceMonitor")
+    assert [o["apiVersion"] for o in scrapes] == ["operator.victoriametrics.com/v1beta1", "monitoring.coreos.com/v1"]
+    assert validate_objects(scrapes) == []  # no finding at all: validated (a kind without a schema says so) and clean
+    [service] = by_kind(objects, "Service")
+    [deployment] = by_kind(objects, "Deployment")
+    secret = deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
+    for scrape in scrapes:
+        spec = scrape["spec"]
+        assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        [endpoint] = spec["endpoints"]
+        assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]] and endpoint["scheme"] == "https"
+        assert endpoint["path"] == "/metrics"
+        tls = endpoint["tlsConfig"]
+        assert tls["serverName"] == f"{service['metadata']['name']}.{NAMESPACE}.svc"
+        assert "insecureSkipVerify" not in tls
+        if mode == "cert-manager":
+            [serving] = [c for c in by_kind(objects, "Certificate") if not c["spec"].get("isCA")]
+            assert serving["spec"]["dnsNames"][0] == tls["serverName"] and serving["spec"]["secretName"] == secret
+            assert tls["ca"] == {"secret": {"name": secret, "key": "ca.crt"}}
+        else:
+            [ca] = [c for c in by_kind(objects, "ConfigMap") if c["metadata"]["name"] == tls["ca"]["configMap"]["name"]]
+            assert ca["data"]["ca.crt"] == "PEM"  # tls.caBundle, decoded
+    broken = [dict(scrapes[0], spec={**scrapes[0]["spec"], "endpoints": [{"port": "https", "tlsConfg": {}}]}),
+              dict(scrapes[1], spec={**scrapes[1]["spec"], "selector": "app"})]
+    assert all(r.error for r in validate_objects(broken))
+
+
+def test_no_scrape_object_by_default_and_none_for_a_url(helm4: Path) -> None:
+    assert not [o for o in render(helm4) if o["kind"] in ("VMServiceScrape", "ServiceMonitor")]
+    proc = subprocess.run([str(helm4), "template", "x", str(CHART), *MODES["url"], *SCRAPES],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "cannot be used with clientConfig.url" in proc.stderr
