@@ -91,6 +91,13 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
     from cozyrender.webhook.metrics import Metrics
     from cozyrender.webhook.server import serve, tls_context
 
+    import logging
+
+    # One line per event on stderr, as the rest of the process writes them (its watches,
+    # registration and the Flux loop log what they do at INFO, what fails at WARNING).
+    # Libraries (httpx logs every request at INFO) stay at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("cozyrender").setLevel(logging.INFO)
     address = _address(listen)
     if bool(register) != bool(register_owner):
         fail("--register and --register-owner go together (the ConfigMap to register, and the ClusterRole "
@@ -140,16 +147,36 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
         from cozyrender.resources import data_path
         from cozyrender.webhook.mutate import mutate
 
+        from cozyrender.flux.metrics import FluxMetrics, mutation_outcome
+
         chart = data_path("tenant")
         reader = controller.Reader(ledger_client)
-        routes["/mutate"] = lambda review: mutate(review, reader.parent_state, chart)
+        flux_metrics = FluxMetrics(metrics.registry)
+
+        def mutate_route(review):
+            answer = mutate(review, reader.parent_state, chart)
+            flux_metrics.mutations.labels(mutation_outcome(answer)).inc()
+            return answer
+
+        routes["/mutate"] = mutate_route
     try:
         server = serve(address, tls, routes, ready, metrics, not_ready_reason)
     except OSError as err:
         fail(f"cannot listen on {listen}: {err.strerror or err}")
     cache.start()
+    registrar = None
+    if register:
+        from cozyrender.webhook.registration import Registrar
+
+        registrar = Registrar(ledger_client, namespace, register, register_owner, routes, ready,
+                              ca_bundle=_ca_bundle(tls_cert), metrics=metrics)
+        registrar.start(stopping)
     if flux_injection:
-        _, stop_controller, _ = controller.start(make_client(kubeconfig, context), chart)
+        # With --register, the loop writes only while the chart lists the MutatingWebhookConfiguration
+        # (`--set fluxInjection=false` pauses it at once, before the replicas roll).
+        enabled = (lambda: "MutatingWebhookConfiguration" in registrar.listed) if registrar else (lambda: True)
+        _, stop_controller, _ = controller.start(make_client(kubeconfig, context), chart, metrics=flux_metrics,
+                                                 enabled=enabled)
         stopping_hooks = [stop_controller]
     else:
         stopping_hooks = []
@@ -158,12 +185,6 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
     def stop(signum, frame) -> None:
         stopping.set()
         threading.Thread(target=server.shutdown, daemon=True).start()
-
-    if register:
-        from cozyrender.webhook.registration import Registrar
-
-        Registrar(ledger_client, namespace, register, register_owner, routes, ready,
-                  ca_bundle=_ca_bundle(tls_cert), metrics=metrics).start(stopping)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -79,7 +79,8 @@ class Controller:
     """Recompute and write the injected postRenderers of tenant releases."""
 
     def __init__(self, client, chart: str | Path, interval: float = 0.5, resync: float = 300.0,
-                 on_change: Callable[[str, str], None] | None = None) -> None:
+                 on_change: Callable[[str, str], None] | None = None, metrics=None,
+                 enabled: Callable[[], bool] = lambda: True) -> None:
         self.client = client
         self.chart = chart
         self.interval = interval  # how long a pass waits for the next event
@@ -89,6 +90,16 @@ class Controller:
         self.on_change = on_change
         self._seen: dict[tuple[str, str, str], str] = {}
         self.errors: dict[str, str] = {}  # release -> why it could not be recomputed
+        self.metrics = metrics  # cozyrender.flux.metrics.FluxMetrics, or None
+        # Whether injection is on now (the chart lists its MutatingWebhookConfiguration): while off,
+        # the loop writes nothing; turned on again, it starts with a full pass.
+        self.enabled = enabled
+        self._queued_at: dict[str, float] = {}  # namespace -> when a watch first reported it since its last pass
+
+    def _count(self, what: str, *labels: str) -> None:
+        if self.metrics is not None:
+            metric = getattr(self.metrics, what)
+            (metric.labels(*labels) if labels else metric).inc()
 
     def reconcile_namespace(self, namespace: str) -> list[str]:
         """Bring every tenant release in `namespace` up to date; the names written."""
@@ -106,17 +117,30 @@ class Controller:
             except InjectError as err:
                 self.errors[f"{namespace}/{name}"] = str(err)
                 log.warning("cozyrender: %s", err)
+                self._count("failures", "inputs")
                 continue
             self.errors.pop(f"{namespace}/{name}", None)
             if (obj.get("spec") or {}).get("postRenderers", []) == wanted:
                 continue
             from lightkube.types import PatchType
 
-            self.client.patch(resource, name, {"spec": {"postRenderers": wanted}}, namespace=namespace,
-                              patch_type=PatchType.MERGE)  # a CRD takes no strategic merge
+            try:
+                self.client.patch(resource, name, {"spec": {"postRenderers": wanted}}, namespace=namespace,
+                                  patch_type=PatchType.MERGE)  # a CRD takes no strategic merge
+            except Exception:
+                self._count("failures", "write")
+                raise
+            self._count("writes")
+            log.info("cozyrender: wrote the postRenderers of HelmRelease %s/%s", namespace, name)
             written.append(name)
             if self.on_change:
                 self.on_change(namespace, name)
+        if self.metrics is not None:
+            self.metrics.passes.inc()
+            self.metrics.failing.set(len(self.errors))
+            queued = self._queued_at.pop(namespace, None)
+            if queued is not None:
+                self.metrics.lag.observe(time.monotonic() - queued)
         return written
 
     def changed_namespaces(self) -> set[str]:
@@ -167,11 +191,13 @@ class Controller:
                             continue
                         else:
                             self._seen[key] = value
+                    self._queued_at.setdefault(key[1], time.monotonic())
                     queue.put(key[1])
                     if stop.is_set():
                         return
             except Exception as err:  # a broken watch is started again after a pause
                 log.warning("cozyrender: %s watch failed: %s", kind, err)
+                self._count("failures", "watch")
                 stop.wait(1)
 
     def run(self, stop: threading.Event) -> None:
@@ -185,6 +211,10 @@ class Controller:
         next_resync = 0.0
         while not stop.is_set():
             pending: set[str] = set()
+            if not self.enabled():
+                next_resync = 0.0  # a full pass once it is on again
+                stop.wait(self.interval)
+                continue
             try:
                 if time.monotonic() >= next_resync:
                     with self._lock:
@@ -200,6 +230,7 @@ class Controller:
                     self.reconcile_namespace(namespace)
             except Exception as err:  # a failed pass is retried by the next resync
                 log.warning("cozyrender: controller pass failed: %s", err)
+                self._count("failures", "pass")
                 next_resync = time.monotonic() + self.interval
 
 

@@ -135,6 +135,7 @@ class Registrar:
         self.interval = interval
         self.metrics = metrics
         self.registered: list[str] = []
+        self.listed: set[str] = set()  # the kinds the ConfigMap listed at the last pass
         self.last_error = ""
 
     def _owner(self) -> dict | None:
@@ -160,26 +161,30 @@ class Registrar:
             source = self.client.get(ConfigMap, self.configmap, namespace=self.namespace)
         except ApiError as err:
             if err.status.code == 404:
+                self.listed = set()
                 return None
             raise
         owner = self._owner()
         if owner is None:
+            self.listed = set()
             return None
-        decided = plan(read_configurations(source.data or {}), self.served, owner, self.ca_bundle)
+        configurations = read_configurations(source.data or {})
+        self.listed = {c["kind"] for c in configurations}
+        decided = plan(configurations, self.served, owner, self.ca_bundle)
         for obj in decided.apply:
             self.client.patch(_resource(obj["kind"]), obj["metadata"]["name"], obj, patch_type=PatchType.APPLY,
                               field_manager=FIELD_MANAGER, force=True)
         for kind, name in decided.delete:
             try:
                 self.client.delete(_resource(kind), name)
-                log.warning("cozyrender webhook: deleted %s %s (no longer in ConfigMap %s/%s)", kind, name,
+                log.info("cozyrender webhook: deleted %s %s (no longer in ConfigMap %s/%s)", kind, name,
                             self.namespace, self.configmap)
             except ApiError as err:
                 if err.status.code != 404:
                     raise
         registered = [f"{obj['kind']} {obj['metadata']['name']}" for obj in decided.apply]
         if registered != self.registered:
-            log.warning("cozyrender webhook: registered %s", ", ".join(registered) or "nothing")
+            log.info("cozyrender webhook: registered %s", ", ".join(registered) or "nothing")
         self.registered = registered
         return decided
 

@@ -85,12 +85,16 @@ def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict
 class ControlPlane:
     def __init__(self, directory: Path, bin_dir: Path = DEFAULT_BIN, webhook_replicas: int = 2,
                  webhook_args: tuple[str, ...] = (),
-                 namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root")) -> None:
+                 namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
+                 flux: bool = False, flux_injection: bool | None = None) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
         self.webhook_args = tuple(webhook_args)
         self.namespaces = tuple(namespaces)
+        self.flux = flux  # helm-controller, the Flux CRDs and the tenant chart's ExternalArtifact (flux.py)
+        # the chart's fluxInjection (which configurations the replicas register); default: the replicas' flag
+        self.flux_injection = flux_injection
         self.pki = self.dir / "pki"
         self.logs = self.dir / "logs"
         self.kubeconfig = self.dir / "kubeconfig"
@@ -153,6 +157,10 @@ class ControlPlane:
             self._start_apiserver()
             self._start_controller_manager()
             self._install_crds()
+            if self.flux:
+                import flux
+
+                flux.start(self)
             if self.webhook_replicas:
                 self.start_webhooks()
         except BaseException:
@@ -267,7 +275,8 @@ class ControlPlane:
         """The webhook chart's cluster objects, pointed at `url` with this CA."""
         values = {
             "clientConfig": {"url": url, "caBundle": base64.b64encode(self.ca_pem).decode()},
-            "fluxInjection": "--flux-injection" in self.webhook_args,
+            "fluxInjection": ("--flux-injection" in self.webhook_args if self.flux_injection is None
+                              else self.flux_injection),
         }
         values_file = self.dir / "webhook-values.yaml"
         values_file.write_text(yaml.safe_dump(values))
@@ -366,14 +375,38 @@ def down(directory: Path) -> None:
     state_file.unlink()
 
 
+def set_injection(directory: Path, on: bool) -> int:
+    """`helm upgrade --set fluxInjection=true|false` for the cluster's chart objects: the
+    ConfigMap of configurations re-rendered and applied; the replicas register or delete
+    the MutatingWebhookConfiguration and run or pause the loop accordingly."""
+    state = json.loads((Path(directory) / "state.json").read_text())
+    plane = ControlPlane(directory, flux_injection=on)
+    plane.server, plane.ports = state["server"], state["ports"]
+    plane.ca_pem = (plane.pki / "ca.crt").read_bytes()
+    objects = plane.webhook_objects(f"https://127.0.0.1:{plane.ports['webhook-balancer']}/validate")
+    source = [obj for obj in objects if obj["metadata"]["name"] == WEBHOOK_CONFIGURATIONS]
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": source}))
+    present = lambda: plane.kubectl("get", "mutatingwebhookconfiguration", WEBHOOK_RELEASE,  # noqa: E731
+                                    check=False).returncode == 0
+    plane._wait(f"the replicas {'registering' if on else 'deleting'} the MutatingWebhookConfiguration",
+                lambda: present() is on, 60)
+    print(f"cluster: Flux injection {'on' if on else 'off'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cluster", description="The test control plane on loopback.")
-    parser.add_argument("action", choices=("up", "down"))
+    parser.add_argument("action", choices=("up", "down", "injection-on", "injection-off"))
     parser.add_argument("--dir", default=str(REPO / ".cache" / "cluster"))
     parser.add_argument("--bin", default=str(DEFAULT_BIN))
     parser.add_argument("--webhook-replicas", type=int, default=2)
+    parser.add_argument("--flux", action="store_true",
+                        help="also helm-controller, the Flux CRDs and the tenant chart as its ExternalArtifact; the "
+                             "replicas serve Flux injection, registered once `injection on` says so")
     args = parser.parse_args(argv)
     directory = Path(args.dir)
+    if args.action in ("injection-on", "injection-off"):
+        return set_injection(directory, args.action == "injection-on")
     if args.action == "down":
         down(directory)
         print(f"cluster: stopped ({directory})")
@@ -384,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
 
         shutil.rmtree(directory)
     try:
-        plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas).start()
+        plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas, flux=args.flux,
+                             webhook_args=("--flux-injection",) if args.flux else (),
+                             flux_injection=False if args.flux else None).start()
     except ClusterError as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1
