@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "chart": "cozyrender.commands.chartdocs:command",
     "tree": "cozyrender.commands.tree:command",
     "webhook": "cozyrender.commands.webhook:command",
+    "injection": "cozyrender.commands.injection:command",
 }
 # What `cozyrender --help` lists, whole (click would cut each docstring's first
 # sentence at the terminal's width), without importing every command.
@@ -37,6 +38,7 @@ SUMMARIES: dict[str, str] = {
     "flux": "Write the post-render as Flux HelmRelease postRenderers (kustomize patches)",
     "golden": "Golden-file tests of charts: render cases, compare with reviewed files",
     "gpuclass": "Validate GPUClass objects offline against the shipped CRD",
+    "injection": "Flux injection in a live cluster: preview what its first reconcile would change",
     "post-render": "The Helm post-renderer: a rendered release on stdin, post-rendered on stdout",
     "template": "Render a chart like `helm template [RELEASE] CHART`, then post-render it",
     "tree": "The pool tree: budgets, carve-outs, reservations and headroom per tenant and key",

@@ -70,7 +70,8 @@ def test_the_webhook_fails_closed_for_the_apps_kinds_in_tenant_namespaces(helm4:
     assert rule["apiGroups"] == ["apps.cozystack.io"] and rule["operations"] == ["CREATE", "UPDATE"]
     assert sorted(rule["resources"]) == ["kuberneteses", "kubernetesnodeses", "tenants", "vminstances"]
     assert [c["expression"] for c in hook["matchConditions"]] == [
-        "request.namespace == 'tenant-root' || request.namespace.startsWith('tenant-')"]
+        "request.namespace == 'tenant-root' || request.namespace.startsWith('tenant-')",
+        "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"]
     client = hook["clientConfig"]
     annotations = configuration["metadata"].get("annotations") or {}
     if mode == "cert-manager":

@@ -196,7 +196,7 @@ class Controller:
                     if stop.is_set():
                         return
             except Exception as err:  # a broken watch is started again after a pause
-                log.warning("cozyrender: %s watch failed: %s", kind, err)
+                log.warning("cozyrender: %s watch failed: %s", kind, _why(err))
                 self._count("failures", "watch")
                 stop.wait(1)
 
@@ -229,9 +229,17 @@ class Controller:
                 for namespace in sorted(pending):
                     self.reconcile_namespace(namespace)
             except Exception as err:  # a failed pass is retried by the next resync
-                log.warning("cozyrender: controller pass failed: %s", err)
+                log.warning("cozyrender: controller pass failed: %s", _why(err))
                 self._count("failures", "pass")
                 next_resync = time.monotonic() + self.interval
+
+
+def _why(err: Exception) -> str:
+    """An exception in words: the API server's message, or the type and text (a read
+    timeout has no text of its own)."""
+    status = getattr(err, "status", None)
+    message = getattr(status, "message", None)
+    return message or f"{type(err).__name__}: {err}".rstrip(": ")
 
 
 def start(client, chart: str | Path, interval: float = 0.5, **options) -> tuple[Controller, threading.Event,

@@ -384,8 +384,9 @@ def set_injection(directory: Path, on: bool) -> int:
     plane.server, plane.ports = state["server"], state["ports"]
     plane.ca_pem = (plane.pki / "ca.crt").read_bytes()
     objects = plane.webhook_objects(f"https://127.0.0.1:{plane.ports['webhook-balancer']}/validate")
-    source = [obj for obj in objects if obj["metadata"]["name"] == WEBHOOK_CONFIGURATIONS]
-    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": source}))
+    # Everything the chart changes with the value: the ConfigMap of configurations and the RBAC
+    # injection needs (tenant values Secrets, HelmReleases).
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     present = lambda: plane.kubectl("get", "mutatingwebhookconfiguration", WEBHOOK_RELEASE,  # noqa: E731
                                     check=False).returncode == 0
     plane._wait(f"the replicas {'registering' if on else 'deleting'} the MutatingWebhookConfiguration",
