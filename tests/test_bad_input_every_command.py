@@ -273,6 +273,7 @@ READ_ONLY_ARGV: dict[str, list[str]] = {
     "chart docs": ["charts/tenant"],  # writes values.schema.json and README.md
     "completion": ["bash"],
     "post-render": [],
+    "injection preview": ["--kubeconfig", "/nonexistent/kubeconfig"],
     "webhook": ["--listen", "127.0.0.1:0", "--tls-cert", "{CERT}", "--tls-key", "{KEY}", "--kubeconfig",
                 "/nonexistent/kubeconfig"],
 }
