@@ -40,8 +40,11 @@ def plane(tmp_path_factory):
 
     plane = ControlPlane(tmp_path_factory.mktemp("runbooks"), BIN, webhook_replicas=2)
     plane.start()
-    plane.kubectl("apply", "-f", str(ROOT / "examples" / "injection" / "tenant-a.yaml"), "--selector",
-                  "!apps.cozystack.io/application.kind")  # the GPUClass and the Tenant, not the HelmRelease
+    import yaml
+
+    docs = yaml.safe_load_all((ROOT / "examples" / "injection" / "tenant-a.yaml").read_text())
+    kept = [d for d in docs if d and d["kind"] in ("GPUClass", "Tenant")]  # no Flux here: not the HelmRelease
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": kept}))
     plane.kubectl("create", "namespace", "tenant-a")
     yield plane
     plane.stop()
