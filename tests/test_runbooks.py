@@ -40,14 +40,16 @@ def plane(tmp_path_factory):
 
     plane = ControlPlane(tmp_path_factory.mktemp("runbooks"), BIN, webhook_replicas=2)
     plane.start()
-    import yaml
+    try:
+        import yaml
 
-    docs = yaml.safe_load_all((ROOT / "examples" / "injection" / "tenant-a.yaml").read_text())
-    kept = [d for d in docs if d and d["kind"] in ("GPUClass", "Tenant")]  # no Flux here: not the HelmRelease
-    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": kept}))
-    plane.kubectl("create", "namespace", "tenant-a")
-    yield plane
-    plane.stop()
+        docs = yaml.safe_load_all((ROOT / "examples" / "injection" / "tenant-a.yaml").read_text())
+        kept = [d for d in docs if d and d["kind"] in ("GPUClass", "Tenant")]  # no Flux here: not the HelmRelease
+        plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": kept}))
+        plane.kubectl("create", "namespace", "tenant-a")
+        yield plane
+    finally:  # a failed setup stops what it started too
+        plane.stop()
 
 
 def kubectl(plane, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
