@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries controlplane flux-controllers cluster cluster-down wheelhouse chromium prometheus screenshot demo test bench dist clean
+.PHONY: venv binaries controlplane flux-controllers cluster cluster-down cluster-injection-on cluster-injection-off wheelhouse chromium prometheus screenshot demo test bench dist clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -49,11 +49,16 @@ $(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools
 	cd tools/controlplane/etcd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
 
 # A live control plane on loopback with the webhook (two replicas); `make cluster-down` stops it.
-CLUSTER_DIR := .cache/cluster
+# `make cluster FLUX=1` adds helm-controller, the Flux CRDs and the tenant chart as its
+# ExternalArtifact (docs/guides/flux-injection.md); `make cluster-injection-on|off` then do what
+# `helm upgrade --set fluxInjection=true|false` does to the chart's webhook configurations.
+CLUSTER_DIR ?= .cache/cluster
 cluster: venv binaries controlplane flux-controllers
-	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR)
+	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) $(if $(FLUX),--flux)
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
+cluster-injection-on cluster-injection-off: cluster-%:
+	$(PY) tools/controlplane/cluster.py $* --dir $(CLUSTER_DIR)
 
 # Flux helm-controller v1.4.3 (Cozystack ships v1.5.0, which the Go module proxy refuses here; see
 # tools/controlplane/helm-controller/go.mod), built from its Go module,

@@ -1,3 +1,3 @@
 """cozyrender: render-time GPU budget and vGPU entitlement rules for Cozystack tenants."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

@@ -27,6 +27,7 @@ COMMANDS: dict[str, str] = {
     "tree": "cozyrender.commands.tree:command",
     "webhook": "cozyrender.commands.webhook:command",
     "controller": "cozyrender.commands.controller:command",
+    "injection": "cozyrender.commands.injection:command",
 }
 # What `cozyrender --help` lists, whole (click would cut each docstring's first
 # sentence at the terminal's width), without importing every command.
@@ -39,6 +40,7 @@ SUMMARIES: dict[str, str] = {
     "flux": "Write the post-render as Flux HelmRelease postRenderers (kustomize patches)",
     "golden": "Golden-file tests of charts: render cases, compare with reviewed files",
     "gpuclass": "Validate GPUClass objects offline against the shipped CRD",
+    "injection": "Flux injection in a live cluster: preview what its first reconcile would change",
     "post-render": "The Helm post-renderer: a rendered release on stdin, post-rendered on stdout",
     "template": "Render a chart like `helm template [RELEASE] CHART`, then post-render it",
     "tree": "The pool tree: budgets, carve-outs, reservations and headroom per tenant and key",
@@ -146,9 +148,28 @@ def _guarded(command):
         except RecursionError:
             fail("the input is nested too deeply to read (hundreds of levels: no Kubernetes object, "
                  "HelmRelease or values file nests so deep)")
+        except OSError as err:  # the machine, not the input: a read-only or full file system
+            fail(_environment_problem(err), exit_code=1)
 
     command.callback = run
     return command
+
+
+def _environment_problem(err: OSError) -> str:
+    """An OSError no command reported itself, in the commands' words: a file it
+    could not write (read-only or full file system), or no usable temporary folder."""
+    import tempfile
+
+    from cozyrender.commands import os_problem
+
+    if err.filename is None:
+        try:
+            tempfile.gettempdir()
+        except OSError:
+            return ("no writable temporary folder (TMPDIR, /tmp, /var/tmp and the working folder are read-only "
+                    "or full): set TMPDIR to a writable folder")
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{os_problem(err)}"
 
 
 def _shorten(message: str, longest: int = 80) -> str:

@@ -75,6 +75,9 @@ BUNDLED_CUSTOM_KINDS: dict[tuple[str, str], str] = {
         "cilium.io_v2_ciliumclusterwidenetworkpolicy.json",
     ("helm.toolkit.fluxcd.io/v2", "HelmRelease"): "helm.toolkit.fluxcd.io_v2_helmrelease.json",
     ("v1.edp.epam.com/v1", "KeycloakRealmGroup"): "v1.edp.epam.com_v1_keycloakrealmgroup.json",
+    ("operator.victoriametrics.com/v1beta1", "VMServiceScrape"):
+        "operator.victoriametrics.com_v1beta1_vmservicescrape.json",
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): "monitoring.coreos.com_v1_servicemonitor.json",
 }
 GPUCLASS_API_VERSION = "cozystack.io/v1alpha1"
 

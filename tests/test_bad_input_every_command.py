@@ -8,6 +8,8 @@ UTF-8, a number too long to read, a key written twice, and empty input. Each
 run must end with one line `cozyrender <command>: error: ...` on stderr naming
 the file, the command's exit code for bad input, nothing on stdout, and none of
 Python's own words (a traceback, `[Errno`, `sys.set_int_max_str_digits`).
+Each command also runs with valid arguments on a read-only file system (issue 29
+item 6): it works, or says in one line what it could not write.
 
 How a command is given a file is read from its click parameters: a parameter
 whose metavar names a FILE, PATH or DIR takes one (`KEY=PATH` takes `x=FILE`);
@@ -340,3 +342,58 @@ def test_a_typo_is_named_never_green(case, tmp_path):
         assert word in shown, f"{case}: {word!r} not in {where}:\n{shown}"
     for words in PYTHON_WORDING[:3]:
         assert words not in err, err
+
+
+# A read-only file system (issue 29 item 6): `cozyrender template --set a --set b`
+# printed a traceback when no temporary folder could be written. Every command runs
+# with valid arguments in a mount namespace where every file system is read-only
+# (the real kernel's EROFS, not a permission: root ignores those).
+READ_ONLY_ARGV: dict[str, list[str]] = {
+    "template": [*CHART, "--set", "gpu.vgpu=true", "--set", "resourceQuotas.cpu=2"],
+    "flux": [*CHART, "--set", "gpu.vgpu=true", "--set", "resourceQuotas.cpu=2"],
+    "golden": ["tests/golden", "--junit", "golden.xml"],
+    "check": ["--state", str(BUDGET_STATE), str(EXAMPLES / "budgets" / "vm-admitted.yaml")],
+    "tree": ["--state", str(BUDGET_STATE)],
+    "catalog": ["--state", str(EXAMPLES / "cluster")],
+    "gpuclass validate": [str(CLASS)],
+    "chart docs": ["charts/tenant"],  # writes values.schema.json and README.md
+    "completion": ["bash"],
+    "post-render": [],
+    "injection preview": ["--kubeconfig", "/nonexistent/kubeconfig"],
+    "webhook": ["--listen", "127.0.0.1:0", "--tls-cert", "{CERT}", "--tls-key", "{KEY}", "--kubeconfig",
+                "/nonexistent/kubeconfig"],
+}
+# Those that write no file must work there too (`--set` needs no temporary folder).
+READ_ONLY_SUCCEEDS = {"template", "flux", "check", "tree", "catalog", "gpuclass validate", "completion", "post-render"}
+READ_ONLY_STDIN = {"post-render": (ROOT / "examples" / "demo" / "root" / "raw.yaml").read_bytes()}
+REMOUNT_READ_ONLY = (
+    'for m in $(findmnt -rno TARGET | grep -v "^/proc\\|^/sys\\|^/dev"); do '
+    'mount -o remount,bind,ro "$m" 2>/dev/null || mount --bind -o ro "$m" "$m" || exit 90; done; '
+    'touch "$COZYRENDER_RO_PROBE" 2>/dev/null && exit 91; exec "$@"')
+
+
+def test_every_command_has_a_read_only_run():
+    assert set(READ_ONLY_ARGV) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("command", sorted(READ_ONLY_ARGV))
+def test_every_command_on_a_read_only_file_system(command, tmp_path):
+    """Exit 0 with what it printed, or one line `cozyrender <command>: error: ...`
+    and nothing on stdout; never a traceback."""
+    argv = [a.replace("{CERT}", str(_CERTS["cert"])).replace("{KEY}", str(_CERTS["key"]))
+            for a in READ_ONLY_ARGV[command]]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COZYRENDER_RO_PROBE": str(tmp_path / "probe"),
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    result = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", REMOUNT_READ_ONLY, "sh",
+                             sys.executable, "-m", "cozyrender", *command.split(), *argv],
+                            input=READ_ONLY_STDIN.get(command, b""), capture_output=True, cwd=ROOT, env=env,
+                            timeout=300)
+    assert result.returncode not in (90, 91), "the file systems could not be made read-only"
+    err = result.stderr.decode("utf-8", "replace")
+    for words in PYTHON_WORDING[:3] + ("Fatal Python error",):
+        assert words not in err, err
+    if command in READ_ONLY_SUCCEEDS:
+        assert result.returncode == 0 and result.stdout, err
+    if result.returncode != 0:
+        assert result.stdout == b"" and err.count("\n") == 1, err
+        assert err.startswith(f"cozyrender {command}: error: "), err

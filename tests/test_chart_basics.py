@@ -94,6 +94,11 @@ def with_gpu_changes(upstream: list[dict], cluster: dict) -> dict[tuple, dict]:
     entitled = on(cluster.get("gpu-vgpu"))
     ns = expected[("v1", "Namespace", None, "tenant-root")]
     ns["metadata"]["labels"][VGPU_LABEL] = "true" if entitled else "false"
+    if ns["metadata"]["labels"].get("namespace.cozystack.io/host") is None:
+        # Issue 29: Cozystack writes a null host label when _cluster.root-host is unset; Helm 3's
+        # three-way merge then drops every label of tenant-root (its vGPU label too) on an
+        # upgrade or adoption. Ours is the empty string the API server stores for it on create.
+        ns["metadata"]["labels"]["namespace.cozystack.io/host"] = ""
     secret = expected[("v1", "Secret", "tenant-root", "cozystack-values")]
     values = secret["stringData"]["values.yaml"]
     if entitled:
@@ -213,18 +218,19 @@ def test_monitoring_switch(value: Any, redirects: bool, helm4: Path, tmp_path: P
             "externalName": f"{service['metadata']['name']}.tenant-root.svc.cluster.local"}
 
 
-@pytest.mark.parametrize("root_host, label", [
-    ("demo.example", "demo.example"), (None, None), ("", "")])
-def test_root_host_is_passed_as_is(root_host: str | None, label: str | None, helm4: Path,
+@pytest.mark.parametrize("root_host, label, value", [
+    ("demo.example", "demo.example", "demo.example"), (None, "", None), ("", "", "")])
+def test_root_host_is_passed_as_is(root_host: str | None, label: str, value: str | None, helm4: Path,
                                    tmp_path: Path) -> None:
-    """Rule: no default: an unset host is null on the label and in `_namespace.host`,
-    as Cozystack renders it."""
+    """Rule: no default: an unset host is null in `_namespace.host`, as Cozystack renders
+    it, and the empty string on the label (a null label value makes Helm 3's three-way
+    merge drop every label of tenant-root, its vGPU label included: issue 29)."""
     cluster = {} if root_host is None else {"root-host": root_host}
     docs = keyed(rendered(helm4, {"_cluster": cluster}, tmp_path))
     labels = docs[("v1", "Namespace", None, "tenant-root")]["metadata"]["labels"]
     values = docs[("v1", "Secret", "tenant-root", "cozystack-values")]["stringData"]["values.yaml"]
     assert labels[HOST] == label
-    assert values["_namespace"]["host"] == label
+    assert values["_namespace"]["host"] == value
 
 
 @pytest.mark.parametrize("cluster, parent", [
@@ -479,7 +485,7 @@ def test_switch_rules_hold_for_any_platform_values(root: Any, gateway: Any, moni
     docs = keyed(objects(result.output.decode()))
     labels = docs[("v1", "Namespace", None, "tenant-root")]["metadata"]["labels"]
     values = docs[("v1", "Secret", "tenant-root", "cozystack-values")]["stringData"]["values.yaml"]
-    assert labels[HOST] == root  # unset stays null, "" stays empty: passed as is
+    assert labels[HOST] == ("" if root is None else root)  # unset: "" on the label (issue 29), else as is
     assert values["_namespace"]["host"] == root
     gateway_on = gateway is True or gateway == "true"
     assert (GATEWAY in labels) is gateway_on

@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -244,7 +243,9 @@ def packaged_charts() -> list[str]:
 def expected_dist_names() -> set[str]:
     """What `make dist` writes, named as `python -m build`, `helm package` (name-version
     from Chart.yaml) and `helm plugin package` (from plugin.yaml) name them."""
-    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    from tests.test_version import source_version
+
+    version = source_version()
     names = {f"cozyrender-{version}-py3-none-any.whl", f"cozyrender-{version}.tar.gz"}
     for chart in packaged_charts():
         meta = yaml.safe_load((ROOT / chart / "Chart.yaml").read_text())

@@ -356,8 +356,9 @@ def test_stale_patches_fail_the_release_loudly(plane, tree, controller, webhook)
     resourceQuotas without regenerating. The mutating webhook is taken away
     and the loop stopped (nothing recomputes): helm-controller must fail the
     upgrade, saying why, and apply nothing of it."""
+    controller.stop()  # no recomputation either: the patches are static, as in Git (and the
+    # replica, which registers its configurations while it runs, is gone before they are deleted)
     plane.kubectl("delete", "mutatingwebhookconfiguration", webhook["metadata"]["name"])
-    controller.stop()  # no recomputation either: the patches are static, as in Git
     spec = {"gpu": {"vgpu": False}, "resourceQuotas": {"gpuclass.cozystack.io/devices": 2}}
     release = api_release("stale", "tenant-root", spec)
     parent = flux_controller.Reader(controller.client).parent_state("tenant-root")
@@ -388,8 +389,8 @@ def test_without_the_webhook_every_release_stays_installable(plane, tree, contro
     """Uninstalling the webhook (its MutatingWebhookConfiguration and the loop)
     blocks nothing: a new release without postRenderers installs, and the
     existing ones reconcile."""
-    plane.kubectl("delete", "mutatingwebhookconfiguration", webhook["metadata"]["name"], "--ignore-not-found")
     controller.stop()
+    plane.kubectl("delete", "mutatingwebhookconfiguration", webhook["metadata"]["name"], "--ignore-not-found")
     plane.kubectl("apply", "-f", "-", input=json.dumps(api_release("plain", "tenant-root", {})))
     hr = wait_ready(plane, "tenant-plain", "tenant-root")
     assert not hr["spec"].get("postRenderers")

@@ -32,9 +32,9 @@ CRD = "cozyrender/_charts/cozystack-basics/crds/gpuclasses.cozystack.io.yaml"
 
 
 def version() -> str:
-    import tomllib
+    from tests.test_version import source_version
 
-    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    return source_version()
 
 
 @pytest.fixture(scope="module")

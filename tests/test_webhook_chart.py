@@ -29,6 +29,13 @@ def render(helm4: Path, *args: str) -> list[dict]:
 
 
 def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    """The chart's objects of `kind`; the webhook configurations are those the
+    replicas register from the `<release>-webhooks` ConfigMap."""
+    if kind.endswith("WebhookConfiguration"):
+        from cozyrender.webhook.registration import read_configurations
+
+        sources = [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-webhooks")]
+        return [c for o in sources for c in read_configurations(o["data"]) if c["kind"] == kind]
     return [o for o in objects if o["kind"] == kind]
 
 
@@ -47,7 +54,8 @@ MODES = {
 @pytest.mark.parametrize("mode", MODES)
 def test_every_object_is_valid_kubernetes(helm4: Path, mode: str) -> None:
     objects = render(helm4, *MODES[mode])
-    errors = [f for f in validate_objects(objects) if f.error]
+    errors = [f for f in validate_objects(objects + by_kind(objects, "ValidatingWebhookConfiguration")
+                                          + by_kind(objects, "MutatingWebhookConfiguration")) if f.error]
     assert errors == []
     unvalidated = {o["kind"] for o in objects} - {"Deployment", "Service", "PodDisruptionBudget", "ServiceAccount",
                                                   "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
@@ -67,7 +75,8 @@ def test_the_webhook_fails_closed_for_the_apps_kinds_in_tenant_namespaces(helm4:
     assert rule["apiGroups"] == ["apps.cozystack.io"] and rule["operations"] == ["CREATE", "UPDATE"]
     assert sorted(rule["resources"]) == ["kuberneteses", "kubernetesnodeses", "tenants", "vminstances"]
     assert [c["expression"] for c in hook["matchConditions"]] == [
-        "request.namespace == 'tenant-root' || request.namespace.startsWith('tenant-')"]
+        "request.namespace == 'tenant-root' || request.namespace.startsWith('tenant-')",
+        "request.operation != 'UPDATE' || !has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec"]
     client = hook["clientConfig"]
     annotations = configuration["metadata"].get("annotations") or {}
     if mode == "cert-manager":
@@ -124,14 +133,21 @@ def test_rbac_reads_only_and_writes_the_ledger_alone(helm4: Path) -> None:
     writing = [(name, rule) for name, rule in rules if set(rule["verbs"]) - {"get", "list", "watch"}]
     # The ledger's shards are named by pool root (created on demand): get, create, update of
     # ConfigMaps in the webhook's own namespace, nothing cluster-wide, no list, watch or delete.
-    assert writing == [("cozyrender-webhook-ledger", {"apiGroups": [""], "resources": ["configmaps"],
-                                                      "verbs": ["get", "create", "update"]})]
+    assert writing == [
+        ("cozyrender-webhook-read", {"apiGroups": ["admissionregistration.k8s.io"],
+                                     "resources": ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"],
+                                     "resourceNames": ["cozyrender-webhook"],
+                                     "verbs": ["get", "create", "patch", "delete"]}),
+        ("cozyrender-webhook-ledger", {"apiGroups": [""], "resources": ["configmaps"],
+                                       "verbs": ["get", "create", "update"]})]
     [ledger_role] = [role for role in by_kind(objects, "Role") if role["metadata"]["name"] == "cozyrender-webhook-ledger"]
     assert ledger_role["metadata"]["namespace"] == NAMESPACE
     secrets = [rule for _, rule in rules if "secrets" in rule["resources"]]
     assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["cozystack-values"],
                         "verbs": ["get", "list", "watch"]}]
-    assert by_kind(objects, "ConfigMap") == []  # no static ledger object: shards are created on first use
+    # No static ledger object: shards are created on first use (the one ConfigMap holds the
+    # webhook configurations the replicas register).
+    assert [c["metadata"]["name"] for c in by_kind(objects, "ConfigMap")] == ["cozyrender-webhook-webhooks"]
     [deployment] = by_kind(objects, "Deployment")
     assert "--ledger=cozyrender-ledger" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 
@@ -187,3 +203,72 @@ def test_the_client_ca_is_mounted_and_required_when_given(helm4: Path) -> None:
     [configmap] = [o for o in by_kind(objects, "ConfigMap") if o["metadata"]["name"].endswith("-client-ca")]
     assert configmap["data"] == {"ca.crt": pem}
     assert {"name": "client-ca", "configMap": {"name": configmap["metadata"]["name"]}} in pod["volumes"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_chart_creates_no_webhook_configuration_itself(helm4: Path, mode: str) -> None:
+    """Issue 29 item 1: Helm never creates a configuration that fails closed; the
+    replicas register what the ConfigMap holds, once ready, from the args the
+    Deployment passes (the ConfigMap and the ClusterRole that owns what they register)."""
+    for injection in ("false", "true"):
+        objects = render(helm4, *MODES[mode], "--set", f"fluxInjection={injection}")
+        assert not [o for o in objects if o["kind"].endswith("WebhookConfiguration")]
+        registered = by_kind(objects, "ValidatingWebhookConfiguration") + by_kind(objects, "MutatingWebhookConfiguration")
+        assert [c["kind"] for c in registered] == ["ValidatingWebhookConfiguration"] + (
+            ["MutatingWebhookConfiguration"] if injection == "true" else [])
+        [deployment] = by_kind(objects, "Deployment")
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert "--register=cozyrender-webhook-webhooks" in args and "--register-owner=cozyrender-webhook-read" in args
+        assert {r["metadata"]["name"] for r in by_kind(objects, "ClusterRole")} >= {"cozyrender-webhook-read"}
+        assert ("--flux-injection" in args) is (injection == "true")
+
+
+def test_offline_rendering_checks_no_prerequisite(helm4: Path) -> None:
+    """`helm template` has no cluster: cert-manager, Flux, Cozystack's API and tenant-root
+    are checked only on a live install (tests/test_webhook_install.py)."""
+    assert render(helm4, "--set", "fluxInjection=true")
+
+
+SCRAPES = ("--set", "monitoring.vmServiceScrape=true", "--set", "monitoring.serviceMonitor=true")
+
+
+@pytest.mark.parametrize("mode", ["cert-manager", "secret"])
+def test_the_scrape_objects_validate_against_their_crds_and_scrape_over_the_charts_tls(helm4: Path, mode: str) -> None:
+    """Issue 29 item 4: a VMServiceScrape and a ServiceMonitor (each optional), valid
+    against the operators' CRD schemas bundled in cozyrender/schemas (strict: an unknown
+    field is refused), selecting the chart's Service and its https port, verifying the
+    certificate the chart issues or is given, for the name that certificate carries."""
+    objects = render(helm4, *MODES[mode], *SCRAPES)
+    scrapes = by_kind(objects, "VMServiceScrape") + by_kind(objects, "ServiceMonitor")
+    assert [o["apiVersion"] for o in scrapes] == ["operator.victoriametrics.com/v1beta1", "monitoring.coreos.com/v1"]
+    assert validate_objects(scrapes) == []  # no finding at all: validated (a kind without a schema says so) and clean
+    [service] = by_kind(objects, "Service")
+    [deployment] = by_kind(objects, "Deployment")
+    secret = deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
+    for scrape in scrapes:
+        spec = scrape["spec"]
+        assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
+        [endpoint] = spec["endpoints"]
+        assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]] and endpoint["scheme"] == "https"
+        assert endpoint["path"] == "/metrics"
+        tls = endpoint["tlsConfig"]
+        assert tls["serverName"] == f"{service['metadata']['name']}.{NAMESPACE}.svc"
+        assert "insecureSkipVerify" not in tls
+        if mode == "cert-manager":
+            [serving] = [c for c in by_kind(objects, "Certificate") if not c["spec"].get("isCA")]
+            assert serving["spec"]["dnsNames"][0] == tls["serverName"] and serving["spec"]["secretName"] == secret
+            assert tls["ca"] == {"secret": {"name": secret, "key": "ca.crt"}}
+        else:
+            [ca] = [c for c in by_kind(objects, "ConfigMap") if c["metadata"]["name"] == tls["ca"]["configMap"]["name"]]
+            assert ca["data"]["ca.crt"] == "PEM"  # tls.caBundle, decoded
+    broken = [dict(scrapes[0], spec={**scrapes[0]["spec"], "endpoints": [{"port": "https", "tlsConfg": {}}]}),
+              dict(scrapes[1], spec={**scrapes[1]["spec"], "selector": "app"})]
+    assert all(r.error for r in validate_objects(broken))
+
+
+def test_no_scrape_object_by_default_and_none_for_a_url(helm4: Path) -> None:
+    assert not [o for o in render(helm4) if o["kind"] in ("VMServiceScrape", "ServiceMonitor")]
+    proc = subprocess.run([str(helm4), "template", "x", str(CHART), *MODES["url"], *SCRAPES],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "cannot be used with clientConfig.url" in proc.stderr

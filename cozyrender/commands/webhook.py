@@ -3,7 +3,8 @@ webhook, race-safe across replicas.
 
     cozyrender webhook --listen 127.0.0.1:8443 --tls-cert FILE --tls-key FILE \\
         [--client-ca FILE] [--kubeconfig FILE] [--context NAME] [--namespace cozyrender-system] \\
-        [--ledger PREFIX] [--reservation-ttl SECONDS] [--platform-vgpu true|false]
+        [--ledger PREFIX] [--reservation-ttl SECONDS] [--platform-vgpu true|false] \\
+        [--flux-injection] [--register CONFIGMAP --register-owner CLUSTERROLE]
 
 Serves until SIGTERM or SIGINT, then stops gracefully (the requests in
 flight are answered). A thin shell over `cozyrender.webhook`.
@@ -75,8 +76,15 @@ def _address(listen: str) -> tuple[str, int]:
 @click.option("--flux-injection", is_flag=True,
               help="Also serve /mutate (cozyrender's postRenderers set on Cozystack's tenant HelmReleases) and run "
                    "the loop that keeps them current (needs Flux's HelmRelease CRD).")
+@click.option("--register", "register", metavar="CONFIGMAP",
+              help="Register the webhook configurations this ConfigMap (in --namespace) holds, only while this "
+                   "replica is ready (the chart's `<release>-webhooks`); without it nothing is registered.")
+@click.option("--register-owner", metavar="CLUSTERROLE",
+              help="The cluster-scoped object that owns what --register registers (the chart's "
+                   "`<release>-read` ClusterRole): deleting it (uninstalling) deletes them.")
 def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kubeconfig: str | None, context: str | None, namespace: str,
-            ledger: str, reservation_ttl: float, platform_vgpu: str | None, flux_injection: bool) -> None:
+            ledger: str, reservation_ttl: float, platform_vgpu: str | None, flux_injection: bool,
+            register: str | None, register_owner: str | None) -> None:
     """Serve the GPU budget rules as a validating admission webhook."""
     import ssl
 
@@ -88,7 +96,17 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     from cozyrender.webhook.metrics import Metrics
     from cozyrender.webhook.server import serve, tls_context
 
+    import logging
+
+    # One line per event on stderr, as the rest of the process writes them (its watches,
+    # registration and the Flux loop log what they do at INFO, what fails at WARNING).
+    # Libraries (httpx logs every request at INFO) stay at WARNING.
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("cozyrender").setLevel(logging.INFO)
     address = _address(listen)
+    if bool(register) != bool(register_owner):
+        fail("--register and --register-owner go together (the ConfigMap to register, and the ClusterRole "
+             "that owns what is registered)")
     for path in (tls_cert, tls_key, *([client_ca] if client_ca else [])):
         read_bytes(path)  # a missing or unreadable file, in the commands' words
     try:
@@ -140,16 +158,36 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
         from cozyrender.resources import data_path
         from cozyrender.webhook.mutate import mutate
 
+        from cozyrender.flux.metrics import FluxMetrics, mutation_outcome
+
         chart = data_path("tenant")
         reader = controller.Reader(ledger_client)
-        routes["/mutate"] = lambda review: mutate(review, reader.parent_state, chart)
+        flux_metrics = FluxMetrics(metrics.registry)
+
+        def mutate_route(review):
+            answer = mutate(review, reader.parent_state, chart)
+            flux_metrics.mutations.labels(mutation_outcome(answer)).inc()
+            return answer
+
+        routes["/mutate"] = mutate_route
     try:
         server = serve(address, tls, routes, ready, metrics, not_ready_reason)
     except OSError as err:
         fail(f"cannot listen on {listen}: {describe(err)}")
     cache.start()
+    registrar = None
+    if register:
+        from cozyrender.webhook.registration import Registrar
+
+        registrar = Registrar(ledger_client, namespace, register, register_owner, routes, ready,
+                              ca_bundle=_ca_bundle(tls_cert), metrics=metrics)
+        registrar.start(stopping)
     if flux_injection:
-        _, stop_controller, _ = controller.start(make_client(kubeconfig, context), chart)
+        # With --register, the loop writes only while the chart lists the MutatingWebhookConfiguration
+        # (`--set fluxInjection=false` pauses it at once, before the replicas roll).
+        enabled = (lambda: "MutatingWebhookConfiguration" in registrar.listed) if registrar else (lambda: True)
+        _, stop_controller, _ = controller.start(make_client(kubeconfig, context), chart, metrics=flux_metrics,
+                                                 enabled=enabled)
         stopping_hooks = [stop_controller]
     else:
         stopping_hooks = []
@@ -161,7 +199,11 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    click.echo(f"cozyrender webhook: serving https://{listen}/validate", err=True)
+    served = {"/validate": "GPU budgets", "/mutate": "Flux injection"}
+    click.echo(f"cozyrender webhook: serving https://{listen}: "
+               + ", ".join(f"{path} ({served[path]})" for path in routes) + ", /healthz, /readyz, /metrics; "
+               + (f"registering the configurations of ConfigMap {namespace}/{register} while ready"
+                  if register else "registering no webhook configuration"), err=True)
     try:
         server.serve_forever()
     finally:
@@ -171,3 +213,18 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
         server.drain()  # requests being answered get their answer
         cache.stop()
         server.server_close()
+
+
+def _ca_bundle(tls_cert: str) -> str | None:
+    """The base64 PEM of `ca.crt` beside the serving certificate (cert-manager's Secret holds
+    the CA that signed it there), for configurations rendered without a caBundle."""
+    import base64
+    import os
+
+    path = os.path.join(os.path.dirname(tls_cert), "ca.crt")
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    return base64.b64encode(data).decode() if b"BEGIN CERTIFICATE" in data else None

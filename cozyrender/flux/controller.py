@@ -80,7 +80,8 @@ class Controller:
     """Recompute and write the injected postRenderers of tenant releases."""
 
     def __init__(self, client, chart: str | Path, interval: float = 0.5, resync: float = 300.0,
-                 on_change: Callable[[str, str], None] | None = None) -> None:
+                 on_change: Callable[[str, str], None] | None = None, metrics=None,
+                 enabled: Callable[[], bool] = lambda: True) -> None:
         self.client = client
         self.chart = chart
         self.interval = interval  # how long a pass waits for the next event
@@ -90,6 +91,16 @@ class Controller:
         self.server_timeout = 30
         self.queue = CoalescingQueue()
         self.errors: dict[str, str] = {}  # release -> why it could not be recomputed
+        self.metrics = metrics  # cozyrender.flux.metrics.FluxMetrics, or None
+        # Whether injection is on now (the chart lists its MutatingWebhookConfiguration): while off,
+        # the loop writes nothing; turned on again, it starts with a full pass.
+        self.enabled = enabled
+        self._queued_at: dict[str, float] = {}  # namespace -> when a watch first reported it since its last pass
+
+    def _count(self, what: str, *labels: str) -> None:
+        if self.metrics is not None:
+            metric = getattr(self.metrics, what)
+            (metric.labels(*labels) if labels else metric).inc()
 
     def reconcile_namespace(self, namespace: str) -> list[str]:
         """Bring every tenant release in `namespace` up to date; the names written."""
@@ -107,17 +118,30 @@ class Controller:
             except InjectError as err:
                 self.errors[f"{namespace}/{name}"] = str(err)
                 log.warning("cozyrender: %s", err)
+                self._count("failures", "inputs")
                 continue
             self.errors.pop(f"{namespace}/{name}", None)
             if (obj.get("spec") or {}).get("postRenderers", []) == wanted:
                 continue
             from lightkube.types import PatchType
 
-            self.client.patch(resource, name, {"spec": {"postRenderers": wanted}}, namespace=namespace,
-                              patch_type=PatchType.MERGE)  # a CRD takes no strategic merge
+            try:
+                self.client.patch(resource, name, {"spec": {"postRenderers": wanted}}, namespace=namespace,
+                                  patch_type=PatchType.MERGE)  # a CRD takes no strategic merge
+            except Exception:
+                self._count("failures", "write")
+                raise
+            self._count("writes")
+            log.info("cozyrender: wrote the postRenderers of HelmRelease %s/%s", namespace, name)
             written.append(name)
             if self.on_change:
                 self.on_change(namespace, name)
+        if self.metrics is not None:
+            self.metrics.passes.inc()
+            self.metrics.failing.set(len(self.errors))
+            queued = self._queued_at.pop(namespace, None)
+            if queued is not None:
+                self.metrics.lag.observe(time.monotonic() - queued)
         return written
 
     def _informers(self) -> list:
@@ -136,20 +160,25 @@ class Controller:
             return transform
 
         def handler(event: str, new: dict | None, old: dict | None) -> None:
-            self.queue.add((new or old)["metadata"]["namespace"])
+            namespace = (new or old)["metadata"]["namespace"]
+            self._queued_at.setdefault(namespace, time.monotonic())
+            self.queue.add(namespace)
+
+        def failed(problem: str) -> None:
+            self._count("failures", "watch")
 
         client = lambda: self.client  # noqa: E731 - one client, as the loop writes with it
         return [
             Informer(client, Watched("", "v1", "Namespace", "namespaces", False), handler,
                      transform=kept(lambda meta: str((meta.get("labels") or {}).get(VGPU_LABEL))),
-                     server_timeout=self.server_timeout),
+                     server_timeout=self.server_timeout, on_failure=failed),
             Informer(client, Watched("", "v1", "Secret", "secrets", True), handler,
                      selection=Selection(fields={"metadata.name": SECRET_NAME}),
                      transform=kept(lambda meta: str(meta.get("resourceVersion"))),
-                     server_timeout=self.server_timeout),
+                     server_timeout=self.server_timeout, on_failure=failed),
             Informer(client, Watched("helm.toolkit.fluxcd.io", "v2", "HelmRelease", "helmreleases", True),
                      handler, transform=kept(lambda meta: str(meta.get("generation"))),
-                     server_timeout=self.server_timeout),
+                     server_timeout=self.server_timeout, on_failure=failed),
         ]
 
     def run(self, stop: threading.Event) -> None:
@@ -161,6 +190,10 @@ class Controller:
             informer.start()
         next_resync = time.monotonic() + self.resync
         while not stop.is_set():
+            if not self.enabled():
+                next_resync = 0.0  # a full pass once it is on again
+                stop.wait(self.interval)
+                continue
             if time.monotonic() >= next_resync:
                 self.queue.add(*{key[0] or key[1] for informer in informers for key in list(informer.store)})
                 next_resync = time.monotonic() + self.resync
@@ -169,9 +202,18 @@ class Controller:
                 try:
                     self.reconcile_namespace(namespace)
                 except Exception as err:  # a failed namespace is retried by the next resync
-                    log.warning("cozyrender: reconciling %s failed: %s", namespace, err)
+                    log.warning("cozyrender: reconciling %s failed: %s", namespace, _why(err))
+                    self._count("failures", "pass")
         for informer in informers:
             informer.stop()
+
+
+def _why(err: Exception) -> str:
+    """An exception in words: the API server's message, or the type and text (a read
+    timeout has no text of its own)."""
+    status = getattr(err, "status", None)
+    message = getattr(status, "message", None)
+    return message or f"{type(err).__name__}: {err}".rstrip(": ")
 
 
 def start(client, chart: str | Path, interval: float = 0.5, **options) -> tuple[Controller, threading.Event,

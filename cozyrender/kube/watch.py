@@ -93,8 +93,10 @@ class Informer:
 
     def __init__(self, make_client: Callable[[], object], watched: Watched, handler: Handler,
                  selection: Selection | None = None, transform: Callable[[dict], dict | None] | None = None,
-                 server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN) -> None:
+                 server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN,
+                 on_failure: Callable[[str], None] | None = None) -> None:
         self.make_client = make_client
+        self.on_failure = on_failure  # told each failed list or watch, in words (a metric counts them)
         self.watched = watched
         self.handler = handler
         self.selection = selection or Selection()
@@ -221,6 +223,8 @@ class Informer:
                 self.problem = f"{code or type(err).__name__}: {getattr(status, 'message', None) or err}"
                 if code != 410:
                     log.warning("watch of %s: %s", self.watched.plural, self.problem)
+                if self.on_failure is not None:
+                    self.on_failure(self.problem)
                 listed = False  # only a list proves the store current again
             if failures:
                 self._stop.wait(RETRY[min(failures, len(RETRY)) - 1])

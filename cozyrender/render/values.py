@@ -8,6 +8,7 @@ import re
 
 import json
 import tempfile
+from contextlib import nullcontext
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,7 +157,9 @@ def _parse_into(values: dict[str, Any], expression: str, kind: str) -> dict[str,
         paths = []  # keys strvals cannot express: plain merge
     if not paths:
         return merge_values(values, _parse(parse, expression, flag))
-    with tempfile.TemporaryDirectory(prefix="cozyrender-") as tmp:
+    # Only --set-file's marker is a file: the other flavours need no temporary folder (a
+    # read-only file system must not stop `--set`).
+    with (tempfile.TemporaryDirectory(prefix="cozyrender-") if kind == "file" else nullcontext()) as tmp:
         if kind == "file":
             keep = Path(tmp) / "keep"
             keep.write_text(_KEEP, encoding="utf-8")

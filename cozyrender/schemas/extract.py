@@ -28,6 +28,15 @@ SOURCES = {
         (COZYSTACK, "packages/system/keycloak-operator/charts/keycloak-operator/crds/"
                     "v1.edp.epam.com_keycloakrealmgroups.yaml",
          "keycloakrealmgroups.v1.edp.epam.com", "v1"),
+    # The webhook chart's optional scrape objects (charts/cozyrender-webhook/templates/monitoring.yaml).
+    "operator.victoriametrics.com_v1beta1_vmservicescrape.json":
+        (COZYSTACK, "packages/system/victoria-metrics-operator/charts/victoria-metrics-operator/charts/crds/"
+                    "crds/crd.yaml",
+         "vmservicescrapes.operator.victoriametrics.com", "v1beta1"),
+    "monitoring.coreos.com_v1_servicemonitor.json":
+        (COZYSTACK, "packages/system/prometheus-operator-crds/charts/prometheus-operator-crds/charts/crds/"
+                    "templates/crd-servicemonitors.yaml",
+         "servicemonitors.monitoring.coreos.com", "v1"),
     "cilium.io_v2_ciliumnetworkpolicy.json":
         (DATREE, "cilium.io/ciliumnetworkpolicy_v2.json", None, "v2"),
     "cilium.io_v2_ciliumclusterwidenetworkpolicy.json":
@@ -45,6 +54,8 @@ def main(argv: list[str]) -> None:
     mirrors = Path(argv[0])
     for out, (mirror, path, crd_name, version) in SOURCES.items():
         text = _show(mirrors, mirror, path)
+        if path.endswith(".yaml") and "/templates/" in path:  # a chart template around a CRD: its action lines go
+            text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("{{"))
         if crd_name is None:
             schema = json.loads(text)
         else:

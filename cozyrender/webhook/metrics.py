@@ -47,3 +47,6 @@ class Metrics:
                                     registry=r)
         self.ledger_seconds = Histogram(f"{PREFIX}_ledger_seconds", "Time of one ledger read or write",
                                         ["operation"], buckets=LATENCY_BUCKETS, registry=r)
+        self.registrations = Counter(f"{PREFIX}_registrations", "Passes registering the webhook configurations "
+                                     "from the chart's ConfigMap (made while ready), by outcome (ok, error)",
+                                     ["outcome"], registry=r)

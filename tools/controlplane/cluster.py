@@ -9,9 +9,10 @@ Starts, each as its own process group, with every port on 127.0.0.1:
 - the GPUClass CRD and stand-in CRDs for Cozystack's apps.cozystack.io kinds;
 - the namespaces `cozy-system`, `cozyrender-system` and `tenant-root` (or those given);
 - N replicas of `cozyrender webhook` behind a round-robin balancer (the
-  Service hop), with the webhook chart's RBAC, ledger and webhook
-  configuration applied from `helm template charts/cozyrender-webhook`,
-  and the replicas authenticating as the chart's service account;
+  Service hop), with the webhook chart's RBAC, ledger and ConfigMap of
+  webhook configurations applied from `helm template charts/cozyrender-webhook`,
+  the replicas authenticating as the chart's service account and registering
+  the configurations themselves once ready, as in a real install;
 - only the API server may call them (issue 28 item 4): kube-apiserver's
   AdmissionConfiguration gives it a kubeconfig presenting a client
   certificate from a CA of the webhook's own (`pki/webhook-callers/`), and
@@ -53,6 +54,8 @@ from pki import CA, service_account_keys  # noqa: E402
 DEFAULT_BIN = REPO / ".cache" / "bin"
 WEBHOOK_NAMESPACE = "cozyrender-system"
 WEBHOOK_ACCOUNT = "cozyrender-webhook"
+WEBHOOK_RELEASE = "cozyrender-webhook"
+WEBHOOK_CONFIGURATIONS = f"{WEBHOOK_RELEASE}-webhooks"  # the chart's ConfigMap the replicas register from
 CRDS = (
     REPO / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml",
     HERE / "crds" / "apps-cozystack-io-standins.yaml",
@@ -61,7 +64,6 @@ CRDS = (
 # PodDisruptionBudget and certificates are the cluster's job: no kubelet here).
 CHART_KINDS_APPLIED = frozenset({
     "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
-    "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration",
 })
 
 
@@ -87,12 +89,16 @@ def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict
 class ControlPlane:
     def __init__(self, directory: Path, bin_dir: Path = DEFAULT_BIN, webhook_replicas: int = 2,
                  webhook_args: tuple[str, ...] = (),
-                 namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root")) -> None:
+                 namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
+                 flux: bool = False, flux_injection: bool | None = None) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
         self.webhook_args = tuple(webhook_args)
         self.namespaces = tuple(namespaces)
+        self.flux = flux  # helm-controller, the Flux CRDs and the tenant chart's ExternalArtifact (flux.py)
+        # the chart's fluxInjection (which configurations the replicas register); default: the replicas' flag
+        self.flux_injection = flux_injection
         self.pki = self.dir / "pki"
         self.logs = self.dir / "logs"
         self.kubeconfig = self.dir / "kubeconfig"
@@ -155,6 +161,10 @@ class ControlPlane:
             self._start_apiserver()
             self._start_controller_manager()
             self._install_crds()
+            if self.flux:
+                import flux
+
+                flux.start(self)
             if self.webhook_replicas:
                 self.start_webhooks()
         except BaseException:
@@ -235,6 +245,10 @@ class ControlPlane:
             # No kubelet or kube-proxy here: the `kubernetes` Service's endpoints would be a loopback
             # address, which the API refuses.
             "--endpoint-reconciler-type=none",
+            # Service-mode webhooks (and aggregated APIs) are called at their endpoints' addresses,
+            # never at a ClusterIP or a DNS name: nothing here may resolve a name off this machine.
+            # A Service with no ready endpoint is refused ("no endpoints available").
+            "--enable-aggregator-routing=true",
             f"--cert-dir={self.pki}", "--profiling=false", "--v=1",
         ])
         kubeconfig = _kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
@@ -290,7 +304,8 @@ class ControlPlane:
         """The webhook chart's cluster objects, pointed at `url` with this CA."""
         values = {
             "clientConfig": {"url": url, "caBundle": base64.b64encode(self.ca_pem).decode()},
-            "fluxInjection": "--flux-injection" in self.webhook_args,
+            "fluxInjection": ("--flux-injection" in self.webhook_args if self.flux_injection is None
+                              else self.flux_injection),
             "clientAuth": {"caBundle": base64.b64encode(self.webhook_client_ca.read_bytes()).decode()},
         }
         values_file = self.dir / "webhook-values.yaml"
@@ -319,14 +334,18 @@ class ControlPlane:
             *[arg for port in replicas for arg in ("--backend", f"127.0.0.1:{port}")],
         ])
         objects = self.webhook_objects(f"https://127.0.0.1:{balancer}/validate")
-        configurations = [obj for obj in objects if obj["kind"].endswith("WebhookConfiguration")]
-        rest = [obj for obj in objects if obj not in configurations]
-        # RBAC and the ledger first; the replicas must be ready before the API server calls them.
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": rest}))
+        # RBAC, the ledger and the ConfigMap of webhook configurations, which the replicas
+        # register themselves once ready (cozyrender.webhook.registration).
+        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+        source = next(obj for obj in objects if obj["metadata"]["name"] == WEBHOOK_CONFIGURATIONS)
+        self.webhook_configurations = [doc for key in sorted(source["data"])
+                                       for doc in yaml.safe_load_all(source["data"][key]) if doc]
         for index in range(self.webhook_replicas):
             self.wait_webhook(index)
-        self.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": configurations}))
-        self.webhook_configurations = configurations
+        for obj in self.webhook_configurations:
+            self._wait(f"{obj['kind']} {obj['metadata']['name']} registered by a replica",
+                       lambda obj=obj: self.kubectl("get", obj["kind"].lower(), obj["metadata"]["name"],
+                                                    check=False).returncode == 0, 60)
 
     def start_webhook(self, index: int) -> None:
         cert, key = self.webhook_serving_cert
@@ -334,7 +353,8 @@ class ControlPlane:
         self._spawn(f"webhook-{index}", [
             sys.executable, "-m", "cozyrender", "webhook", "--listen", f"127.0.0.1:{self.ports[f'webhook-{index}']}",
             "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(self.webhook_kubeconfig),
-            "--namespace", WEBHOOK_NAMESPACE, "--client-ca", str(self.webhook_client_ca), *self.webhook_args,
+            "--namespace", WEBHOOK_NAMESPACE, "--client-ca", str(self.webhook_client_ca), "--register", WEBHOOK_CONFIGURATIONS,
+            "--register-owner", f"{WEBHOOK_RELEASE}-read", *self.webhook_args,
         ], env=env)
 
     def wait_webhook(self, index: int, timeout: float = 60) -> None:
@@ -385,14 +405,39 @@ def down(directory: Path) -> None:
     state_file.unlink()
 
 
+def set_injection(directory: Path, on: bool) -> int:
+    """`helm upgrade --set fluxInjection=true|false` for the cluster's chart objects: the
+    ConfigMap of configurations re-rendered and applied; the replicas register or delete
+    the MutatingWebhookConfiguration and run or pause the loop accordingly."""
+    state = json.loads((Path(directory) / "state.json").read_text())
+    plane = ControlPlane(directory, flux_injection=on)
+    plane.server, plane.ports = state["server"], state["ports"]
+    plane.ca_pem = (plane.pki / "ca.crt").read_bytes()
+    objects = plane.webhook_objects(f"https://127.0.0.1:{plane.ports['webhook-balancer']}/validate")
+    # Everything the chart changes with the value: the ConfigMap of configurations and the RBAC
+    # injection needs (tenant values Secrets, HelmReleases).
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    present = lambda: plane.kubectl("get", "mutatingwebhookconfiguration", WEBHOOK_RELEASE,  # noqa: E731
+                                    check=False).returncode == 0
+    plane._wait(f"the replicas {'registering' if on else 'deleting'} the MutatingWebhookConfiguration",
+                lambda: present() is on, 60)
+    print(f"cluster: Flux injection {'on' if on else 'off'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cluster", description="The test control plane on loopback.")
-    parser.add_argument("action", choices=("up", "down"))
+    parser.add_argument("action", choices=("up", "down", "injection-on", "injection-off"))
     parser.add_argument("--dir", default=str(REPO / ".cache" / "cluster"))
     parser.add_argument("--bin", default=str(DEFAULT_BIN))
     parser.add_argument("--webhook-replicas", type=int, default=2)
+    parser.add_argument("--flux", action="store_true",
+                        help="also helm-controller, the Flux CRDs and the tenant chart as its ExternalArtifact; the "
+                             "replicas serve Flux injection, registered once `injection on` says so")
     args = parser.parse_args(argv)
     directory = Path(args.dir)
+    if args.action in ("injection-on", "injection-off"):
+        return set_injection(directory, args.action == "injection-on")
     if args.action == "down":
         down(directory)
         print(f"cluster: stopped ({directory})")
@@ -403,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
 
         shutil.rmtree(directory)
     try:
-        plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas).start()
+        plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas, flux=args.flux,
+                             webhook_args=("--flux-injection",) if args.flux else (),
+                             flux_injection=False if args.flux else None).start()
     except ClusterError as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1

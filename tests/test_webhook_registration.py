@@ -1,0 +1,87 @@
+"""cozyrender.webhook.registration's decisions (pure): what one replica registers
+from the chart's `<release>-webhooks` ConfigMap, and what it deletes. The live
+half (a replica that never starts registers nothing; uninstalling deletes what
+was registered) is tests/test_webhook_install.py."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from cozyrender.webhook.registration import RegistrationError, plan, read_configurations
+
+OWNER = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "name": "w-read", "uid": "u1",
+         "blockOwnerDeletion": False}
+
+
+def configuration(kind: str, path: str, ca: str | None = None, url: bool = False) -> dict:
+    client = {"url": f"https://127.0.0.1:1{path}"} if url else {"service": {"name": "w", "namespace": "n",
+                                                                          "path": path, "port": 443}}
+    if ca:
+        client["caBundle"] = ca
+    return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind, "metadata": {"name": "w"},
+            "webhooks": [{"name": "x.cozyrender.io", "clientConfig": client}]}
+
+
+VALIDATING = configuration("ValidatingWebhookConfiguration", "/validate")
+MUTATING = configuration("MutatingWebhookConfiguration", "/mutate")
+
+
+def test_a_replica_registers_what_it_serves_owned_by_the_role():
+    decided = plan([VALIDATING, MUTATING], ["/validate", "/mutate"], OWNER, None)
+    assert [c["kind"] for c in decided.apply] == ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]
+    assert all(c["metadata"]["ownerReferences"] == [OWNER] for c in decided.apply)
+    assert decided.delete == [] and decided.skipped == []
+    assert "ownerReferences" not in VALIDATING["metadata"]  # the input is not changed
+
+
+def test_a_replica_without_mutate_leaves_the_mutating_configuration_alone():
+    """An old replica during the upgrade that turns injection on: it neither registers
+    the MutatingWebhookConfiguration (it would answer /mutate with 404) nor deletes it."""
+    decided = plan([VALIDATING, MUTATING], ["/validate"], OWNER, None)
+    assert [c["kind"] for c in decided.apply] == ["ValidatingWebhookConfiguration"]
+    assert decided.skipped == ["MutatingWebhookConfiguration w"] and decided.delete == []
+
+
+def test_injection_turned_off_deletes_the_mutating_configuration():
+    decided = plan([VALIDATING], ["/validate", "/mutate"], OWNER, None)
+    assert decided.delete == [("MutatingWebhookConfiguration", "w")]
+    assert [c["kind"] for c in decided.apply] == ["ValidatingWebhookConfiguration"]
+
+
+def test_the_ca_fills_only_a_missing_bundle():
+    decided = plan([VALIDATING, configuration("MutatingWebhookConfiguration", "/mutate", ca="Q0E=")],
+                   ["/validate", "/mutate"], OWNER, "UEVN")
+    bundles = [c["webhooks"][0]["clientConfig"]["caBundle"] for c in decided.apply]
+    assert bundles == ["UEVN", "Q0E="]
+
+
+def test_url_mode_paths_are_read_from_the_url():
+    decided = plan([configuration("ValidatingWebhookConfiguration", "/validate", url=True)], ["/mutate"], OWNER, None)
+    assert decided.apply == [] and decided.skipped == ["ValidatingWebhookConfiguration w"]
+
+
+def test_the_configmap_is_read_strictly():
+    data = {"validating.yaml": yaml.safe_dump(VALIDATING), "mutating.yaml": yaml.safe_dump(MUTATING)}
+    assert [c["kind"] for c in read_configurations(data)] == ["MutatingWebhookConfiguration",
+                                                               "ValidatingWebhookConfiguration"]
+    for bad in ("a: [", yaml.safe_dump({"kind": "ConfigMap", "metadata": {"name": "x"}}),
+                yaml.safe_dump({"kind": "ValidatingWebhookConfiguration"})):
+        with pytest.raises(RegistrationError):
+            read_configurations({"validating.yaml": bad})
+
+
+def test_the_chart_renders_what_the_replicas_read(helm4):
+    """The chart's ConfigMap holds exactly the configurations, parsed the way the replicas parse it."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    out = subprocess.run([str(helm4), "template", "w", str(ROOT / "charts" / "cozyrender-webhook"), "-n", "n",
+                          "--set", "fluxInjection=true"], capture_output=True, text=True, check=True).stdout
+    [source] = [d for d in yaml.safe_load_all(out) if d and d["metadata"]["name"] == "w-webhooks"]
+    found = read_configurations(source["data"])
+    decided = plan(found, ["/validate", "/mutate"], OWNER, "UEVN")
+    assert sorted(c["kind"] for c in decided.apply) == ["MutatingWebhookConfiguration",
+                                                         "ValidatingWebhookConfiguration"]
+    assert decided.delete == []
