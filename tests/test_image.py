@@ -112,24 +112,35 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_webhook_from_the_image_serves_readyz(bundle, apiserver, tmp_path):
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory):
+    """A control plane with the default namespaces and no webhook replicas."""
+    sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
+    from cluster import ControlPlane
+
+    plane = ControlPlane(tmp_path_factory.mktemp("cluster"), ROOT / ".cache" / "bin", webhook_replicas=0).start()
+    yield plane
+    plane.stop()
+
+
+def test_webhook_from_the_image_serves_readyz(bundle, plane, tmp_path):
     """The webhook in the image, run by runc on the host network (read-only root, non-root),
     syncs its cache from the control plane and answers /readyz 200 on the port it was given."""
     spec, rootfs = bundle
-    objects = [obj for obj in apiserver.webhook_objects("https://127.0.0.1:1/validate")
+    objects = [obj for obj in plane.webhook_objects("https://127.0.0.1:1/validate")
                if not obj["kind"].endswith("WebhookConfiguration")]
-    apiserver.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
     # The certificates the kubeconfig names are under the plane's folder, owned by root and 0600:
     # readable by the image's user only through copies it may read.
     secrets = tmp_path / "secrets"
     secrets.mkdir()
-    cert, key = apiserver.webhook_serving_cert
-    client_cert, client_key = apiserver.webhook_client_cert
+    cert, key = plane.webhook_serving_cert
+    client_cert, client_key = plane.webhook_client_cert
     for source, name in ((cert, "tls.crt"), (key, "tls.key"), (client_cert, "client.crt"),
-                         (client_key, "client.key"), (apiserver.pki / "ca.crt", "ca.crt")):
+                         (client_key, "client.key"), (plane.pki / "ca.crt", "ca.crt")):
         (secrets / name).write_bytes(Path(source).read_bytes())
         os.chown(secrets / name, 65532, 65532)
-    kubeconfig = yaml.safe_load(apiserver.webhook_kubeconfig.read_text())
+    kubeconfig = yaml.safe_load(plane.webhook_kubeconfig.read_text())
     kubeconfig["clusters"][0]["cluster"]["certificate-authority"] = "/secrets/ca.crt"
     kubeconfig["users"][0]["user"] = {"client-certificate": "/secrets/client.crt", "client-key": "/secrets/client.key"}
     (secrets / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
@@ -139,7 +150,7 @@ def test_webhook_from_the_image_serves_readyz(bundle, apiserver, tmp_path):
         "--kubeconfig=/secrets/kubeconfig", "--namespace=cozyrender-system"],
         mounts=((str(secrets), "/secrets"),), host_network=True)
     process = container.start(tmp_path / "webhook.log")
-    context = ssl.create_default_context(cafile=str(apiserver.pki / "ca.crt"))
+    context = ssl.create_default_context(cafile=str(plane.pki / "ca.crt"))
     try:
         deadline, status = time.monotonic() + 120, None
         while time.monotonic() < deadline and process.poll() is None:

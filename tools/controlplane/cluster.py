@@ -83,7 +83,8 @@ def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict
 class ControlPlane:
     def __init__(self, directory: Path, bin_dir: Path = DEFAULT_BIN, webhook_replicas: int = 2,
                  webhook_args: tuple[str, ...] = (),
-                 namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root")) -> None:
+                 namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
+                 node: bool = False, gpus: dict[str, int] | None = None) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
@@ -97,6 +98,11 @@ class ControlPlane:
         self.pids: dict[str, int] = {}
         self.ports: dict[str, int] = {}
         self.server = ""
+        # With a node (node.py): kubelet, scheduler, containerd, and the webhook chart installed
+        # by Helm from the image instead of the replicas as local processes.
+        self.with_node = node
+        self.gpus = dict(gpus or {})
+        self.node = None
 
     # -- processes ------------------------------------------------------------
 
@@ -146,12 +152,20 @@ class ControlPlane:
         self.pki.mkdir(exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         try:
+            if self.with_node:
+                from node import Node
+
+                self.node = Node(self, self.gpus)
             self._pki()
             self._start_etcd()
             self._start_apiserver()
             self._start_controller_manager()
             self._install_crds()
-            if self.webhook_replicas:
+            if self.node is not None:
+                self.node.start()
+            if self.webhook_replicas and self.node is not None:
+                self.node.install_webhook_chart(self.webhook_replicas)
+            elif self.webhook_replicas:
                 self.start_webhooks()
         except BaseException:
             self.stop()
@@ -162,7 +176,8 @@ class ControlPlane:
         ca = self.ca = CA(self.pki)
         self.ca_pem = ca.pem
         self.apiserver_cert = ca.issue("apiserver", "kube-apiserver",
-                                       server_names=("127.0.0.1", "localhost", "kubernetes.default.svc"))
+                                       server_names=("127.0.0.1", "localhost", "kubernetes.default.svc",
+                                                     *((self.node.gateway,) if self.node else ())))
         self.admin_cert = ca.issue("admin", "cozyrender-admin", organizations=("system:masters",), client=True)
         self.webhook_client_cert = ca.issue(
             "webhook-client", f"system:serviceaccount:{WEBHOOK_NAMESPACE}:{WEBHOOK_ACCOUNT}",
@@ -206,6 +221,7 @@ class ControlPlane:
             # No kubelet or kube-proxy here: the `kubernetes` Service's endpoints would be a loopback
             # address, which the API refuses.
             "--endpoint-reconciler-type=none",
+            *(self.node.apiserver_args() if self.node else ()),
             f"--cert-dir={self.pki}", "--profiling=false", "--v=1",
         ])
         kubeconfig = _kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
@@ -222,7 +238,9 @@ class ControlPlane:
         self._spawn("kube-controller-manager", [
             str(self.bin / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-            "--controllers=namespace-controller,garbage-collector-controller",
+            "--controllers=" + ",".join(("namespace-controller", "garbage-collector-controller",
+                                         *(self.node.controllers() if self.node else ()))),
+            f"--root-ca-file={self.pki / 'ca.crt'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
             f"--cert-dir={self.pki / 'controller-manager'}", "--v=1",
         ])
@@ -325,6 +343,10 @@ class ControlPlane:
         order = sorted(self.pids, key=lambda name: ("webhook" not in name, name == "etcd"))
         for name in order:
             self.stop_process(name)
+        if self.with_node:
+            from node import cleanup
+
+            cleanup(self.dir)
 
 
 def _terminate(pid: int, timeout: float) -> None:
@@ -353,6 +375,9 @@ def down(directory: Path) -> None:
     for name in sorted(pids, key=lambda name: ("webhook" not in name, name == "etcd")):
         _terminate(pids[name], 10)
     state_file.unlink()
+    from node import cleanup
+
+    cleanup(Path(directory))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -361,7 +386,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=str(REPO / ".cache" / "cluster"))
     parser.add_argument("--bin", default=str(DEFAULT_BIN))
     parser.add_argument("--webhook-replicas", type=int, default=2)
+    parser.add_argument("--node", action="store_true",
+                        help="a node (containerd, kubelet, scheduler) and the webhook chart installed from the image")
+    parser.add_argument("--gpu", action="append", default=[], metavar="NAME=COUNT",
+                        help="with --node: a GPU resource the device plugin advertises (repeatable)")
     args = parser.parse_args(argv)
+    gpus = {}
+    for spec in args.gpu:
+        name, _, count = spec.partition("=")
+        if not count.isdigit():
+            parser.error(f"--gpu {spec!r}: want NAME=COUNT")
+        gpus[name] = int(count)
     directory = Path(args.dir)
     if args.action == "down":
         down(directory)
@@ -373,11 +408,12 @@ def main(argv: list[str] | None = None) -> int:
 
         shutil.rmtree(directory)
     try:
-        plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas).start()
-    except ClusterError as err:
+        plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas, node=args.node, gpus=gpus).start()
+    except (ClusterError, RuntimeError) as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1
-    print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s)")
+    where = f"pods on node {plane.node.bridge} {plane.node.gateway}/24" if plane.node else "local processes"
+    print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s) ({where})")
     print(f"cluster: export KUBECONFIG={plane.kubeconfig}")
     return 0
 
