@@ -62,10 +62,14 @@ $(BIN)/cozyrender-deviceplugin: tools/node/deviceplugin/go.mod tools/node/device
 	mkdir -p $(BIN)
 	cd tools/node/deviceplugin && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
 
-# A live control plane on loopback with the webhook (two replicas); `make cluster-down` stops it.
+# A live cluster with the webhook; `make cluster-down` stops it. The control plane on loopback,
+# a node (containerd, kubelet, kube-scheduler, CNI bridge, device plugin advertising 4
+# nvidia.com/GA100) and the webhook chart installed by Helm 4 with two pods from the image.
+# Needs root (the node: cgroups, a bridge, mounts); see docs/guides/install.md.
 CLUSTER_DIR := .cache/cluster
-cluster: venv binaries controlplane flux-controllers
-	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR)
+CLUSTER_GPUS := --gpu nvidia.com/GA100=4
+cluster: venv binaries controlplane flux-controllers node image
+	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node $(CLUSTER_GPUS)
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
 
@@ -135,7 +139,7 @@ $(CHROMIUM):
 screenshot: venv chromium
 	$(PY) tools/tree_screenshot.py docs/images/pool-tree.png
 
-test: venv binaries controlplane flux-controllers wheelhouse chromium image
+test: venv binaries controlplane flux-controllers wheelhouse chromium image node
 	$(PY) -m pytest
 
 bench: venv binaries chromium

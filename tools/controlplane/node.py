@@ -285,8 +285,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def apiserver_args(self) -> list[str]:
         # Admission webhooks (and aggregated APIs) called at their Service's endpoints, the pods'
         # addresses, instead of its cluster IP: no kube-proxy is needed, and nothing resolves a name.
-        # The kubelet by its InternalIP (the bridge address), never by its name: nothing may resolve.
-        return ["--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP"]
+        # The kubelet by its InternalIP (the bridge address), never by its name: nothing may resolve;
+        # with a client certificate the kubelet accepts (logs, exec), checking the kubelet's.
+        cert, key = self.plane.ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                        organizations=("system:masters",), client=True)
+        return ["--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}",
+                f"--kubelet-certificate-authority={self.plane.pki / 'ca.crt'}"]
 
     def controllers(self) -> tuple[str, ...]:
         return NODE_CONTROLLERS
