@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries controlplane flux-controllers cluster cluster-down wheelhouse chromium screenshot demo test bench dist clean image node-packages node
+.PHONY: venv binaries controlplane flux-controllers cluster cluster-down wheelhouse chromium screenshot demo test bench dist clean image node-packages node FORCE
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -118,11 +118,16 @@ $(NODE_TOOLS) &:
 # dist/cozyrender-image/ (OCI layout) and dist/cozyrender-image.tar (also `docker load`-able),
 # and the node's sandbox image dist/pause-image{/,.tar}. The same tree and mirror give the same
 # digest. Measured on 2 cores: 2 min 30 s (mmdebstrap about 40 s of it), 157 MB compressed.
+# The commit is an input too: it is the revision label and the timestamps (SOURCE_DATE_EPOCH).
 IMAGE_INPUTS := $(shell git ls-files cozyrender bin pyproject.toml setup.py MANIFEST.in tools/image 2>/dev/null)
+IMAGE_REVISION := $(shell git rev-parse HEAD 2>/dev/null)
 image: $(DIST)/cozyrender-image/index.json $(DIST)/pause-image/index.json
-$(DIST)/cozyrender-image/index.json: $(IMAGE_INPUTS) $(WHEELHOUSE)/.fetched | $(NODE_TOOLS)
+build/image-revision: FORCE
+	@mkdir -p build; [ "$$(cat $@ 2>/dev/null)" = "$(IMAGE_REVISION)" ] || echo "$(IMAGE_REVISION)" > $@
+FORCE:
+$(DIST)/cozyrender-image/index.json: $(IMAGE_INPUTS) build/image-revision $(WHEELHOUSE)/.fetched | $(NODE_TOOLS)
 	$(PY) tools/image/build.py cozyrender --out $(DIST) --wheelhouse $(WHEELHOUSE)
-$(DIST)/pause-image/index.json: tools/image/pause/main.go tools/image/pause/go.mod tools/image/build.py
+$(DIST)/pause-image/index.json: tools/image/pause/main.go tools/image/pause/go.mod tools/image/build.py build/image-revision
 	$(PY) tools/image/build.py pause --out $(DIST)
 
 demo: venv
