@@ -31,6 +31,7 @@ from pathlib import Path
 import yaml
 
 from cozyrender.gcpause import collector_paused
+from cozyrender.oserrors import describe
 from cozyrender.yamlio import MAX_INT_DIGITS, DuplicateKeyError, yaml_problem, Unsupported, iter_documents, load_all_bounded, loads_json
 
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
@@ -95,7 +96,7 @@ def read_text(path: str | os.PathLike) -> str:
     except FileNotFoundError:
         raise StateError(f"{path}: no such file") from None
     except OSError as err:
-        raise StateError(f"{path}: cannot read: {err.strerror or err}") from None
+        raise StateError(f"{path}: cannot read: {describe(err)}") from None
     except UnicodeDecodeError as err:
         raise StateError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
 
@@ -184,7 +185,7 @@ def load_file(path: str | os.PathLike, progress: Progress | None = None) -> Obje
     except FileNotFoundError:
         raise StateError(f"{source}: no such file") from None
     except OSError as err:
-        raise StateError(f"{source}: cannot read: {err.strerror or err}") from None
+        raise StateError(f"{source}: cannot read: {describe(err)}") from None
     with handle:
         try:
             head = handle.read(4096)

@@ -1,5 +1,5 @@
 """Issue 19 item 9: `check -o table` is a table and `-o wide` the same table
-with more columns (the shared formatter, cozyrender.commands.columns);
+with more columns (the shared formatter, cozyrender.columns);
 `-o text` keeps the line format of earlier releases."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from cozyrender.commands.check import command
-from cozyrender.commands.columns import Column, render
+from cozyrender.columns import Column, render
 from tests.conftest import ROOT
 
 STATE = ROOT / "examples" / "budgets" / "state"

@@ -22,6 +22,7 @@ from cozyrender.chartdocs.grammar import parse
 from cozyrender.chartdocs.model import DocsError, Model
 from cozyrender.chartdocs.readme import render_section, splice
 from cozyrender.chartdocs.schema import build_schema, deep_merge, dump_schema
+from cozyrender.oserrors import describe
 
 __all__ = ["DocsError", "FileUpdate", "generate", "plan", "schema_for", "VALUES", "SCHEMA",
            "OVERLAY", "README"]
@@ -74,7 +75,7 @@ def _read(path: Path) -> str:
     except UnicodeDecodeError as err:
         raise DocsError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     except OSError as err:
-        raise DocsError(f"{path}: cannot read: {'is a folder, not a file' if path.is_dir() else (err.strerror or str(err)).lower()}") from None
+        raise DocsError(f"{path}: cannot read: {'is a folder, not a file' if path.is_dir() else describe(err)}") from None
 
 
 def _chart_title(chart: Path) -> str:

@@ -16,7 +16,7 @@ conventions they share live here, so every command behaves the same way:
   cannot be read or indexed is one line in our words (`state_errors`);
 - one `-o/--output` vocabulary (`output_option`, `emit`): `table` (default,
   for people), `wide` (the same table with more columns), `json`, `yaml`;
-  tables through one formatter (`cozyrender.commands.columns`);
+  tables through one formatter (`cozyrender.columns`);
 - Helm's values flags (`values_options`, `user_values`): `-f/--values` (`-`
   too), `--set`, `--set-string`, `--set-json`, `--set-file`, each file read
   once per run however many releases take the values;
@@ -25,7 +25,6 @@ conventions they share live here, so every command behaves the same way:
 
 from __future__ import annotations
 
-import errno as _errno
 import json
 import os
 import sys
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
+
+from cozyrender.oserrors import describe
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -113,14 +114,8 @@ def fail(message: str, exit_code: int = EXIT_BAD_INPUT) -> NoReturn:
 
 
 def os_problem(err: OSError) -> str:
-    """An OSError in words, without Python's `[Errno N]`: `no such file`, ..."""
-    words = {
-        _errno.ENOENT: "no such file or folder",
-        _errno.EACCES: "permission denied",
-        _errno.EISDIR: "is a folder, not a file",
-        _errno.ENOTDIR: "a part of the path is not a folder",
-    }
-    return words.get(err.errno or 0) or (err.strerror or str(err)).lower()
+    """An OSError in words (`cozyrender.oserrors.describe`)."""
+    return describe(err)
 
 
 # ---------------------------------------------------------------- input

@@ -10,7 +10,7 @@ import click
 from cozyrender.commands import (
     emit, examples, load_state, output_option, require_kinds, say_what_was_read, state_errors,
 )
-from cozyrender.commands.columns import Column, render
+from cozyrender.columns import Column, render
 
 
 @click.command("catalog", epilog=examples(

@@ -18,7 +18,7 @@ from cozyrender.commands import (
     emit, examples, fail, load_state, plural, read_text, require_budget_state, say_what_was_read, source_name,
     state_errors, state_options,
 )
-from cozyrender.commands.columns import Column, render
+from cozyrender.columns import Column, render
 
 EXIT_OK, EXIT_REFUSED = 0, 1
 

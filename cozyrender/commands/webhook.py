@@ -18,6 +18,7 @@ import threading
 import click
 
 from cozyrender.commands import examples, fail, read_bytes, read_kubeconfig, shown
+from cozyrender.oserrors import describe
 
 DEFAULT_NAMESPACE = "cozyrender-system"
 
@@ -135,7 +136,7 @@ def command(listen: str, tls_cert: str, tls_key: str, kubeconfig: str | None, co
     try:
         server = serve(address, tls, routes, ready, metrics, not_ready_reason)
     except OSError as err:
-        fail(f"cannot listen on {listen}: {err.strerror or err}")
+        fail(f"cannot listen on {listen}: {describe(err)}")
     cache.start()
     if flux_injection:
         _, stop_controller, _ = controller.start(make_client(kubeconfig, context), chart)

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from cozyrender.flux.errors import FluxError
+from cozyrender.oserrors import describe
 from cozyrender.yamlio import SafeLoader, yaml_problem
 
 STDIN = "-"
@@ -88,6 +89,5 @@ def read_file(path: str | Path) -> Stream:
     try:
         data = Path(path).read_bytes()
     except OSError as err:
-        reason = err.strerror or type(err).__name__
-        raise FluxError(f"cannot read {path}: {reason}") from None
+        raise FluxError(f"cannot read {path}: {describe(err)}") from None
     return read_text(decode(data, str(path)), str(path))

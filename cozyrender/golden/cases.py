@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from cozyrender import render as rendering
+from cozyrender.oserrors import describe
 from cozyrender.yamlio import SafeLoader, yaml_problem
 
 CASE_FILE = "case.yaml"
@@ -106,7 +107,7 @@ def _load_case(case_dir: Path) -> Case:
     try:
         spec = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)
     except OSError as err:
-        raise CaseError(f"{path}: cannot read: {_os_words(err)}") from None
+        raise CaseError(f"{path}: cannot read: {describe(err)}") from None
     except UnicodeDecodeError as err:
         raise CaseError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     except yaml.YAMLError as err:
@@ -156,14 +157,6 @@ def _load_case(case_dir: Path) -> Case:
         set_json=set_json,
         capabilities=rendering.Capabilities(tuple(api_versions), kube_version),
     )
-
-
-def _os_words(err: OSError) -> str:
-    import errno
-
-    words = {errno.ENOENT: "no such file", errno.EACCES: "permission denied",
-             errno.EISDIR: "is a folder, not a file"}
-    return words.get(err.errno or 0) or (err.strerror or str(err)).lower()
 
 
 def _hidden(path: Path, base: Path) -> bool:

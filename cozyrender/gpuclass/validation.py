@@ -34,6 +34,7 @@ from cozyrender.kube.cel.environment import CompiledRule, RuleCompileError, Rule
 from cozyrender.kube.cel.types import DeclType, decl_type, escape
 from cozyrender.gpuclass.structural import FieldError, SchemaValidator, apply_defaults, prune
 from cozyrender.kube.names import SUBDOMAIN_MESSAGE, is_dns1123_subdomain
+from cozyrender.oserrors import describe
 from cozyrender.kube.shape import join as join_path
 from cozyrender.kube.shape import ShapeError, mapping
 from cozyrender.resources import crd_path
@@ -265,7 +266,7 @@ def _validator_for(path: str, mtime_ns: int) -> CRDValidator:
     except UnicodeDecodeError as err:
         raise CRDError(f"{path}: not UTF-8 text (byte {err.start}: {err.reason})") from None
     except OSError as err:
-        raise CRDError(f"{path}: cannot read: {(err.strerror or str(err)).lower()}") from None
+        raise CRDError(f"{path}: cannot read: {describe(err)}") from None
     except yaml.YAMLError as err:
         raise CRDError(f"{path}: not valid YAML: {yaml_problem(err)}") from None
     if not isinstance(crd, Mapping):

@@ -21,6 +21,8 @@ import os
 import stat
 import sys
 
+from cozyrender.oserrors import describe
+
 PROG = "cozyrender post-render"
 EXIT_ERROR, EXIT_USAGE, EXIT_INTERNAL = 1, 2, 70
 # Helm 4 sets these for every plugin it runs (HELM_PLUGIN_NAME, HELM_PLUGIN_DIR); Helm 3
@@ -106,7 +108,7 @@ def report(message: str, warning: bool = False) -> None:
                 log.write(line)
         except OSError as err:
             sys.stderr.write(f"{PROG}: cannot write COZYRENDER_LOG {log_path}: "
-                             f"{(err.strerror or str(err)).lower()}\n")
+                             f"{describe(err)}\n")
 
 
 def _to_parent_stderr(line: str) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from cozyrender.render.errors import RenderError, _message
+from cozyrender.oserrors import describe
 from cozyrender.yamlio import JSONProblem, check_keys, loads_json, yaml_problem
 
 
@@ -62,7 +63,7 @@ def load_values(
             except FileNotFoundError:
                 raise RenderError(f"values file {path}: no such file") from None
             except OSError as err:
-                raise RenderError(f"values file {path}: {(err.strerror or str(err)).lower()}") from None
+                raise RenderError(f"values file {path}: {describe(err)}") from None
             except UnicodeDecodeError as err:
                 raise RenderError(f"values file {path}: not UTF-8 text (byte {err.start})") from None
         try:  # Helm keeps the last of two keys silently; cozyrender refuses (cozyrender.yamlio)

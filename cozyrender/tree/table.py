@@ -1,5 +1,5 @@
 """The pool tree as a table: `cozyrender tree -o table|wide`, the columns
-`check` and `catalog` print (`cozyrender.commands.columns`), for people who
+`check` and `catalog` print (`cozyrender.columns`), for people who
 sort, grep or paste rows rather than read a drawing.
 
 The rule: one row per key a tenant declares, in the tree's order (pre-order,
@@ -16,7 +16,7 @@ ancestor leaves for a class the key covers), and its vGPU entitlement.
 
 from __future__ import annotations
 
-from cozyrender.commands.columns import Column, render
+from cozyrender.columns import Column, render
 
 from .model import GPU, KeyRow, Node, Tree
 
