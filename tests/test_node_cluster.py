@@ -276,8 +276,8 @@ def test_a_webhook_pod_deleted_during_writes_loses_nothing_and_admits_no_more(pl
     results, names = _writes_during(plane, api, namespace, lambda: plane.kubectl(
         "-n", NAMESPACE, "delete", "pod", victim, "--wait=false"))
     admitted = sorted(name for name, status in results.items() if status == 201)
-    assert admitted == names  # every admitted write stored, nothing stored unadmitted
-    assert len(names) == 10  # the budget filled exactly: not over, and no write lost for good
+    assert admitted == names, (results, names)  # every admitted write stored, nothing stored unadmitted
+    assert len(names) == 10, (results, names)  # the budget filled exactly: not over, no write lost for good
     wait_for("the Deployment back at 2 ready pods", lambda: deployment_settled(plane))
     assert victim not in {p["metadata"]["name"] for p in webhook_pods(plane)}
 
@@ -298,10 +298,10 @@ def test_helm_upgrade_during_writes_rolls_the_pods_and_admits_no_more(plane, api
     upgrade[1].result()  # the upgrade itself succeeded (raises its error otherwise)
     upgrade[0].shutdown()
     admitted = sorted(name for name, status in results.items() if status == 201)
-    assert admitted == names and len(names) == 10
+    assert admitted == names and len(names) == 10, (results, names)
     wait_for("the upgraded Deployment settled", lambda: deployment_settled(plane))
     pods = webhook_pods(plane)
-    assert not before & {p["metadata"]["name"] for p in pods}  # every pod replaced
+    assert not before & {p["metadata"]["name"] for p in pods}, (before, pods)  # every pod replaced
     assert all("--reservation-ttl=61" in p["spec"]["containers"][0]["args"] for p in pods)
     plane.node.webhook_values = values
 
