@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries controlplane flux-controllers cluster cluster-down cluster-injection-on cluster-injection-off wheelhouse chromium prometheus screenshot demo test bench dist clean
+.PHONY: venv binaries controlplane flux-controllers cluster cluster-down cluster-injection-on cluster-injection-off wheelhouse chromium prometheus screenshot demo test bench dist clean image node-packages node FORCE
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -48,13 +48,31 @@ $(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools
 	mkdir -p $(BIN)
 	cd tools/controlplane/etcd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
 
-# A live control plane on loopback with the webhook (two replicas); `make cluster-down` stops it.
+# The test node's binaries: kubelet and kube-scheduler v1.35.4 from the same k8s.io/kubernetes
+# module as kube-apiserver (tools/controlplane/kubernetes), and the GPU device plugin
+# (tools/node/deviceplugin, on k8s.io/kubelet's deviceplugin v1beta1 API). Measured on the
+# shared 2 cores with the modules and the apiserver's packages cached: kubelet 1 min 55 s,
+# kube-scheduler 26 s, device plugin 10 s.
+node: $(BIN)/kubelet $(BIN)/kube-scheduler $(BIN)/cozyrender-deviceplugin node-packages
+$(BIN)/kubelet $(BIN)/kube-scheduler: $(BIN)/%: tools/controlplane/kubernetes/go.mod tools/controlplane/kubernetes/go.sum
+	mkdir -p $(BIN)
+	cd tools/controlplane/kubernetes && go build -trimpath -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" \
+	  -o $(abspath $@) k8s.io/kubernetes/cmd/$*
+$(BIN)/cozyrender-deviceplugin: tools/node/deviceplugin/go.mod tools/node/deviceplugin/go.sum tools/node/deviceplugin/main.go
+	mkdir -p $(BIN)
+	cd tools/node/deviceplugin && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
+
+# A live cluster with the webhook; `make cluster-down` stops it. The control plane on loopback,
+# a node (containerd, kubelet, kube-scheduler, CNI bridge, device plugin advertising 4
+# nvidia.com/GA100) and the webhook chart installed by Helm 4 with two pods from the image.
+# Needs root (the node: cgroups, a bridge, mounts); see docs/guides/install.md.
 # `make cluster FLUX=1` adds helm-controller, the Flux CRDs and the tenant chart as its
 # ExternalArtifact (docs/guides/flux-injection.md); `make cluster-injection-on|off` then do what
 # `helm upgrade --set fluxInjection=true|false` does to the chart's webhook configurations.
 CLUSTER_DIR ?= .cache/cluster
-cluster: venv binaries controlplane flux-controllers
-	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) $(if $(FLUX),--flux)
+CLUSTER_GPUS := --gpu nvidia.com/GA100=4
+cluster: venv binaries controlplane flux-controllers node image
+	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node $(CLUSTER_GPUS) $(if $(FLUX),--flux)
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
 cluster-injection-on cluster-injection-off: cluster-%:
@@ -91,6 +109,32 @@ dist: venv binaries
 	  $(BIN)/helm4 plugin package plugins/cozyrender --sign=false -d $(DIST)/helm-plugin
 	rm -rf $(HELM_TMP)
 
+# The node's and the image build's Debian packages: mmdebstrap (the image's root filesystem),
+# umoci and skopeo (unpack and inspect OCI layouts), runc, containerd and the CNI plugins
+# (bridge, host-local, loopback) for the test node, iproute2 and iptables for its pod network.
+# CI runs as root on a fresh machine.
+NODE_PACKAGES := mmdebstrap umoci skopeo runc containerd containernetworking-plugins iproute2 iptables
+NODE_TOOLS := /usr/bin/mmdebstrap /usr/bin/umoci /usr/bin/skopeo /usr/sbin/runc /usr/bin/containerd /usr/lib/cni/bridge
+node-packages: $(NODE_TOOLS)
+$(NODE_TOOLS) &:
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(NODE_PACKAGES)
+
+# The images, built here from Debian's packages and the wheel, never pulled (tools/image/build.py):
+# dist/cozyrender-image/ (OCI layout) and dist/cozyrender-image.tar (also `docker load`-able),
+# and the node's sandbox image dist/pause-image{/,.tar}. The same tree and mirror give the same
+# digest. Measured on 2 cores: 2 min 30 s (mmdebstrap about 40 s of it), 157 MB compressed.
+# The commit is an input too: it is the revision label and the timestamps (SOURCE_DATE_EPOCH).
+IMAGE_INPUTS := $(shell git ls-files cozyrender bin pyproject.toml setup.py MANIFEST.in tools/image 2>/dev/null)
+IMAGE_REVISION := $(shell git rev-parse HEAD 2>/dev/null)
+image: $(DIST)/cozyrender-image/index.json $(DIST)/pause-image/index.json
+build/image-revision: FORCE
+	@mkdir -p build; [ "$$(cat $@ 2>/dev/null)" = "$(IMAGE_REVISION)" ] || echo "$(IMAGE_REVISION)" > $@
+FORCE:
+$(DIST)/cozyrender-image/index.json: $(IMAGE_INPUTS) build/image-revision $(WHEELHOUSE)/.fetched | $(NODE_TOOLS)
+	$(PY) tools/image/build.py cozyrender --out $(DIST) --wheelhouse $(WHEELHOUSE)
+$(DIST)/pause-image/index.json: tools/image/pause/main.go tools/image/pause/go.mod tools/image/build.py build/image-revision
+	$(PY) tools/image/build.py pause --out $(DIST)
+
 demo: venv
 	$(PY) -m cozyrender.demo
 
@@ -113,7 +157,7 @@ prometheus: $(PROMETHEUS)
 $(PROMETHEUS):
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
 
-test: venv binaries controlplane flux-controllers wheelhouse chromium prometheus
+test: venv binaries controlplane flux-controllers wheelhouse chromium prometheus image node
 	$(PY) -m pytest
 
 bench: venv binaries chromium

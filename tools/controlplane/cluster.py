@@ -90,7 +90,8 @@ class ControlPlane:
     def __init__(self, directory: Path, bin_dir: Path = DEFAULT_BIN, webhook_replicas: int = 2,
                  webhook_args: tuple[str, ...] = (),
                  namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
-                 flux: bool = False, flux_injection: bool | None = None) -> None:
+                 flux: bool = False, flux_injection: bool | None = None,
+                 node: bool = False, gpus: dict[str, int] | None = None) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
@@ -107,6 +108,11 @@ class ControlPlane:
         self.pids: dict[str, int] = {}
         self.ports: dict[str, int] = {}
         self.server = ""
+        # With a node (node.py): kubelet, scheduler, containerd, and the webhook chart installed
+        # by Helm from the image instead of the replicas as local processes.
+        self.with_node = node
+        self.gpus = dict(gpus or {})
+        self.node = None
 
     # -- processes ------------------------------------------------------------
 
@@ -156,6 +162,10 @@ class ControlPlane:
         self.pki.mkdir(exist_ok=True)
         self.logs.mkdir(exist_ok=True)
         try:
+            if self.with_node:
+                from node import Node
+
+                self.node = Node(self, self.gpus)
             self._pki()
             self._start_etcd()
             self._start_apiserver()
@@ -165,7 +175,11 @@ class ControlPlane:
                 import flux
 
                 flux.start(self)
-            if self.webhook_replicas:
+            if self.node is not None:
+                self.node.start()
+            if self.webhook_replicas and self.node is not None:
+                self.node.install_webhook_chart(self.webhook_replicas)
+            elif self.webhook_replicas:
                 self.start_webhooks()
         except BaseException:
             self.stop()
@@ -176,7 +190,8 @@ class ControlPlane:
         ca = self.ca = CA(self.pki)
         self.ca_pem = ca.pem
         self.apiserver_cert = ca.issue("apiserver", "kube-apiserver",
-                                       server_names=("127.0.0.1", "localhost", "kubernetes.default.svc"))
+                                       server_names=("127.0.0.1", "localhost", "kubernetes.default.svc",
+                                                     *((self.node.gateway,) if self.node else ())))
         self.admin_cert = ca.issue("admin", "cozyrender-admin", organizations=("system:masters",), client=True)
         self.webhook_client_cert = ca.issue(
             "webhook-client", f"system:serviceaccount:{WEBHOOK_NAMESPACE}:{WEBHOOK_ACCOUNT}",
@@ -249,6 +264,7 @@ class ControlPlane:
             # never at a ClusterIP or a DNS name: nothing here may resolve a name off this machine.
             # A Service with no ready endpoint is refused ("no endpoints available").
             "--enable-aggregator-routing=true",
+            *(self.node.apiserver_args() if self.node else ()),
             f"--cert-dir={self.pki}", "--profiling=false", "--v=1",
         ])
         kubeconfig = _kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
@@ -265,7 +281,9 @@ class ControlPlane:
         self._spawn("kube-controller-manager", [
             str(self.bin / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
-            "--controllers=namespace-controller,garbage-collector-controller",
+            "--controllers=" + ",".join(("namespace-controller", "garbage-collector-controller",
+                                         *(self.node.controllers() if self.node else ()))),
+            f"--root-ca-file={self.pki / 'ca.crt'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
             f"--cert-dir={self.pki / 'controller-manager'}", "--v=1",
         ])
@@ -375,6 +393,10 @@ class ControlPlane:
         order = sorted(self.pids, key=lambda name: ("webhook" not in name, name == "etcd"))
         for name in order:
             self.stop_process(name)
+        if self.with_node:
+            from node import cleanup
+
+            cleanup(self.dir)
 
 
 def _terminate(pid: int, timeout: float) -> None:
@@ -403,6 +425,9 @@ def down(directory: Path) -> None:
     for name in sorted(pids, key=lambda name: ("webhook" not in name, name == "etcd")):
         _terminate(pids[name], 10)
     state_file.unlink()
+    from node import cleanup
+
+    cleanup(Path(directory))
 
 
 def set_injection(directory: Path, on: bool) -> int:
@@ -411,6 +436,15 @@ def set_injection(directory: Path, on: bool) -> int:
     the MutatingWebhookConfiguration and run or pause the loop accordingly."""
     state = json.loads((Path(directory) / "state.json").read_text())
     plane = ControlPlane(directory, flux_injection=on)
+    if (Path(directory) / "node").is_dir():  # the chart installed by Helm on the node: upgrade it
+        home = plane.dir / "helm"
+        subprocess.run([str(plane.bin / "helm4"), "upgrade", WEBHOOK_RELEASE, str(REPO / "charts" / "cozyrender-webhook"),
+                        "--namespace", WEBHOOK_NAMESPACE, "--reuse-values", "--set", f"fluxInjection={str(on).lower()}",
+                        "--wait", "--timeout", "5m", f"--kubeconfig={plane.kubeconfig}"], check=True,
+                       env={**os.environ, "HELM_CACHE_HOME": str(home), "HELM_CONFIG_HOME": str(home),
+                            "HELM_DATA_HOME": str(home)})
+        print(f"cluster: Flux injection {'on' if on else 'off'}")
+        return 0
     plane.server, plane.ports = state["server"], state["ports"]
     plane.ca_pem = (plane.pki / "ca.crt").read_bytes()
     objects = plane.webhook_objects(f"https://127.0.0.1:{plane.ports['webhook-balancer']}/validate")
@@ -434,7 +468,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flux", action="store_true",
                         help="also helm-controller, the Flux CRDs and the tenant chart as its ExternalArtifact; the "
                              "replicas serve Flux injection, registered once `injection on` says so")
+    parser.add_argument("--node", action="store_true",
+                        help="a node (containerd, kubelet, scheduler) and the webhook chart installed from the image")
+    parser.add_argument("--gpu", action="append", default=[], metavar="NAME=COUNT",
+                        help="with --node: a GPU resource the device plugin advertises (repeatable)")
     args = parser.parse_args(argv)
+    gpus = {}
+    for spec in args.gpu:
+        name, _, count = spec.partition("=")
+        if not count.isdigit():
+            parser.error(f"--gpu {spec!r}: want NAME=COUNT")
+        gpus[name] = int(count)
     directory = Path(args.dir)
     if args.action in ("injection-on", "injection-off"):
         return set_injection(directory, args.action == "injection-on")
@@ -450,11 +494,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas, flux=args.flux,
                              webhook_args=("--flux-injection",) if args.flux else (),
-                             flux_injection=False if args.flux else None).start()
-    except ClusterError as err:
+                             flux_injection=False if args.flux else None, node=args.node, gpus=gpus).start()
+    except (ClusterError, RuntimeError) as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1
-    print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s)")
+    where = f"pods on node {plane.node.bridge} {plane.node.gateway}/24" if plane.node else "local processes"
+    print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s) ({where})")
     print(f"cluster: export KUBECONFIG={plane.kubeconfig}")
     return 0
 

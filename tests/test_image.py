@@ -1,0 +1,169 @@
+"""The cozyrender image built here (tools/image/build.py, `make image`): reproducible, valid OCI,
+non-root, labelled, and it runs with runc: `cozyrender --version`, and the webhook serving
+/readyz against a real control plane."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools" / "image"))
+
+import build  # noqa: E402
+from runc import Container, unpack  # noqa: E402
+
+DIST = Path(os.environ.get("COZYRENDER_IMAGE_DIST", ROOT / "dist"))
+TAG = build.image_reference().rsplit(":", 1)[1]
+
+
+def _build(out: Path) -> str:
+    result = subprocess.run([sys.executable, str(ROOT / "tools" / "image" / "build.py"), "cozyrender",
+                             "--out", str(out)], capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr
+    name, reference, digest = result.stdout.strip().splitlines()[-1].split()
+    assert (name, reference) == ("cozyrender", build.image_reference())
+    return digest
+
+
+@pytest.fixture(scope="module")
+def image() -> tuple[Path, str]:
+    """`make image`'s output (dist/cozyrender-image), built here when it is missing."""
+    if not (DIST / "cozyrender-image" / "index.json").exists():
+        _build(DIST)
+    index = json.loads((DIST / "cozyrender-image" / "index.json").read_text())
+    return DIST / "cozyrender-image", index["manifests"][0]["digest"]
+
+
+@pytest.fixture(scope="module")
+def bundle(image, tmp_path_factory) -> tuple[dict, Path]:
+    folder = tmp_path_factory.mktemp("bundle")
+    spec = unpack(image[0], TAG, folder / "unpacked")
+    return spec, folder / "unpacked" / "rootfs"
+
+
+def _inspect(reference: str) -> dict:
+    result = subprocess.run(["skopeo", "inspect", "--config", reference], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_same_inputs_give_the_same_digest(image, tmp_path):
+    assert _build(tmp_path) == image[1]
+    for name in ("index.json", "oci-layout"):
+        assert (tmp_path / "cozyrender-image" / name).read_bytes() == (image[0] / name).read_bytes()
+    assert (tmp_path / "cozyrender-image.tar").read_bytes() == (DIST / "cozyrender-image.tar").read_bytes()
+
+
+def test_image_config_is_non_root_with_entrypoint_and_labels(image):
+    config = _inspect(f"oci:{image[0]}:{TAG}")["config"]
+    assert config["User"] == "65532:65532"
+    assert config["Entrypoint"] == ["cozyrender"]
+    labels = config["Labels"]
+    assert labels["org.opencontainers.image.version"] == build.version()
+    revision = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert labels["org.opencontainers.image.revision"] == revision
+    assert labels["org.opencontainers.image.source"].startswith("https://")
+
+
+def test_docker_archive_holds_the_same_image(image):
+    archive = DIST / "cozyrender-image.tar"
+    with tarfile.open(archive) as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+        index = json.load(tar.extractfile("index.json"))
+    assert manifest[0]["RepoTags"] == [build.image_reference()]
+    assert index["manifests"][0]["digest"] == image[1]
+    oci = _inspect(f"oci:{image[0]}:{TAG}")
+    docker = _inspect(f"docker-archive:{archive}")
+    assert docker["config"] == oci["config"] and docker["rootfs"] == oci["rootfs"]
+
+
+def test_layout_is_valid_for_umoci_and_the_files_are_owned_right(bundle):
+    spec, rootfs = bundle
+    assert spec["process"]["user"] == {"uid": 65532, "gid": 65532}
+    assert "cozyrender:x:65532:65532:" in (rootfs / "etc" / "passwd").read_text()
+    assert (rootfs / "usr" / "local" / "bin" / "cozyrender").stat().st_uid == 0
+    # The bytecode is there (a read-only root never writes it) and records no timestamp.
+    pycs = list((rootfs / "usr" / "local" / "lib" / "python3.11" / "dist-packages" / "cozyrender").glob("__pycache__/cli.*.pyc"))
+    assert pycs and int.from_bytes(pycs[0].read_bytes()[4:8], "little") & 0b1  # hash-based flag
+
+
+def test_runs_cozyrender_version_with_runc(bundle, tmp_path):
+    spec, rootfs = bundle
+    result = Container("cozyrender-version", spec, rootfs, tmp_path, ["--version"]).run()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"cozyrender, version {build.version()}"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def plane(tmp_path_factory):
+    """A control plane with the default namespaces and no webhook replicas."""
+    sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
+    from cluster import ControlPlane
+
+    plane = ControlPlane(tmp_path_factory.mktemp("cluster"), ROOT / ".cache" / "bin", webhook_replicas=0).start()
+    yield plane
+    plane.stop()
+
+
+def test_webhook_from_the_image_serves_readyz(bundle, plane, tmp_path):
+    """The webhook in the image, run by runc on the host network (read-only root, non-root),
+    syncs its cache from the control plane and answers /readyz 200 on the port it was given."""
+    spec, rootfs = bundle
+    objects = [obj for obj in plane.webhook_objects("https://127.0.0.1:1/validate")
+               if not obj["kind"].endswith("WebhookConfiguration")]
+    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
+    # The certificates the kubeconfig names are under the plane's folder, owned by root and 0600:
+    # readable by the image's user only through copies it may read.
+    secrets = tmp_path / "secrets"
+    secrets.mkdir()
+    cert, key = plane.webhook_serving_cert
+    client_cert, client_key = plane.webhook_client_cert
+    for source, name in ((cert, "tls.crt"), (key, "tls.key"), (client_cert, "client.crt"),
+                         (client_key, "client.key"), (plane.pki / "ca.crt", "ca.crt")):
+        (secrets / name).write_bytes(Path(source).read_bytes())
+        os.chown(secrets / name, 65532, 65532)
+    kubeconfig = yaml.safe_load(plane.webhook_kubeconfig.read_text())
+    kubeconfig["clusters"][0]["cluster"]["certificate-authority"] = "/secrets/ca.crt"
+    kubeconfig["users"][0]["user"] = {"client-certificate": "/secrets/client.crt", "client-key": "/secrets/client.key"}
+    (secrets / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    port = _free_port()
+    container = Container("cozyrender-webhook", spec, rootfs, tmp_path, [
+        "webhook", f"--listen=127.0.0.1:{port}", "--tls-cert=/secrets/tls.crt", "--tls-key=/secrets/tls.key",
+        "--kubeconfig=/secrets/kubeconfig", "--namespace=cozyrender-system"],
+        mounts=((str(secrets), "/secrets"),), host_network=True)
+    process = container.start(tmp_path / "webhook.log")
+    context = ssl.create_default_context(cafile=str(plane.pki / "ca.crt"))
+    try:
+        deadline, status = time.monotonic() + 120, None
+        while time.monotonic() < deadline and process.poll() is None:
+            try:
+                with urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=2) as response:
+                    status = response.status
+                    break
+            except OSError:
+                time.sleep(0.3)
+        assert status == 200, (tmp_path / "webhook.log").read_text()[-3000:]
+        user = subprocess.run(["runc", "--root", str(container.state), "exec", container.name, "id", "-u"],
+                              capture_output=True, text=True, timeout=60)
+        assert user.stdout.strip() == "65532", user.stderr
+    finally:
+        container.delete()
+        process.wait(timeout=60)

@@ -1,0 +1,446 @@
+"""A real node for the test control plane: containerd + runc + CNI, kubelet and kube-scheduler.
+
+`Node(plane)` adds, to a `ControlPlane` (cluster.py) started with `node=True`:
+- a pod network of its own: a Linux bridge `cozyrN` the run creates with 10.250.N.1/24 on it
+  (N chosen free on this machine), Debian's CNI plugins (bridge, host-local IPAM, loopback)
+  putting each pod in a network namespace with an address in 10.250.N.0/24, no masquerade, no
+  route anywhere else: traffic goes only to loopback and to those pod addresses;
+- containerd (Debian's package) with runc, state under the run's folder, its sandbox image and
+  every image imported from dist/ (`make image`), never pulled (no registry is configured);
+- kubelet v1.35.4 (cgroupfs driver, `failCgroupV1: false`: this machine's cgroups are a v1/v2
+  hybrid; cgroups under a root of its own, `/cozyrender-N`), registered as node `cozyrender-node`
+  with the bridge address as its InternalIP;
+- kube-scheduler v1.35.4;
+- the API server for pods, at 10.250.N.1 (a TCP forward to the loopback API server; the
+  apiserver's certificate names that address); pods are told it through the
+  KUBERNETES_SERVICE_HOST/PORT environment the caller sets (no kube-proxy: Services reach the
+  webhook through the API server's `--enable-aggregator-routing`, which calls endpoints);
+- optionally the GPU device plugin (tools/node/deviceplugin) registering resource names and
+  counts with the kubelet.
+
+What the kubelet changes on the machine is put back by `cleanup`: the kernel tunables a kubelet
+sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops), its cgroups, the pods' network
+namespaces and mounts, the bridge. Only one node runs on a machine at a time: the kubelet's
+device plugin socket is /var/lib/kubelet/device-plugins/kubelet.sock whatever its root folder.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+NODE_NAME = "cozyrender-node"
+PAUSE_IMAGE = "cozyrender.local/pause:3.10"
+CNI_BIN = Path("/usr/lib/cni")
+DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+# The kernel tunables a kubelet sets at start (pkg/kubelet/cm: setupKernelTunables); put back on cleanup.
+KERNEL_TUNABLES = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
+                   "kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes")
+# The kube-controller-manager controllers a node needs beside the plane's own.
+NODE_CONTROLLERS = ("serviceaccount-controller", "root-ca-certificate-publisher-controller",
+                    "deployment-controller", "replicaset-controller", "disruption-controller",
+                    "endpoints-controller", "endpointslice-controller", "node-lifecycle-controller")
+
+
+class NodeError(RuntimeError):
+    pass
+
+
+def _run(argv: list[str], check: bool = True, timeout: float = 120, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, **kwargs)
+    if check and result.returncode != 0:
+        raise NodeError(f"{' '.join(argv[:4])}: {(result.stderr or result.stdout).strip()[:2000]}")
+    return result
+
+
+def pick_subnet() -> int:
+    """A third octet N with no route or link on this machine for 10.250.N.0/24."""
+    routes = _run(["ip", "-4", "route", "show", "table", "all"]).stdout
+    links = _run(["ip", "-o", "link", "show"]).stdout
+    used = [ipaddress.ip_network(word, strict=False) for line in routes.splitlines()
+            for word in line.split()[:1] if "/" in word or word[:1].isdigit()]
+    for n in random.sample(range(1, 255), 254):
+        subnet = ipaddress.ip_network(f"10.250.{n}.0/24")
+        if f"cozyr{n}:" not in links and not any(subnet.overlaps(net) for net in used):
+            return n
+    raise NodeError("no free 10.250.N.0/24 on this machine")
+
+
+class Node:
+    def __init__(self, plane, gpus: dict[str, int] | None = None, images: tuple[Path, ...] = ()) -> None:
+        self.plane = plane
+        self.dir = plane.dir / "node"
+        self.gpus = dict(gpus or {})
+        self.images = tuple(images) or (REPO / "dist" / "pause-image.tar", REPO / "dist" / "cozyrender-image.tar")
+        self.subnet_octet = pick_subnet()
+        self.gateway = f"10.250.{self.subnet_octet}.1"
+        self.bridge = f"cozyr{self.subnet_octet}"
+        self.cgroup = f"cozyrender-{self.subnet_octet}"
+        self.socket = self.dir / "containerd" / "containerd.sock"
+        self.runc_root = self.dir / "runc"
+        self.apiserver_port = 0
+
+    # -- the state cleanup reads --------------------------------------------------
+
+    def _save(self, **extra) -> None:
+        state = {"bridge": self.bridge, "cgroup": self.cgroup, "socket": str(self.socket),
+                 "runc_root": str(self.runc_root), "gateway": self.gateway, **extra}
+        previous = self.dir / "node.json"
+        if previous.exists():
+            state = {**json.loads(previous.read_text()), **state}
+        previous.write_text(json.dumps(state, indent=2))
+
+    # -- start -------------------------------------------------------------------
+
+    def start(self) -> None:
+        for path in (self.images + (CNI_BIN / "bridge", Path(shutil.which("containerd") or "containerd"),
+                                    Path(shutil.which("runc") or "/usr/sbin/runc"))):
+            if not path.exists():
+                raise NodeError(f"{path} is missing: run `make image node-packages`")
+        for binary in ("kubelet", "kube-scheduler"):
+            if not (self.plane.bin / binary).exists():
+                raise NodeError(f"{self.plane.bin / binary} is missing: run `make node`")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tunables = {name: Path("/proc/sys", name).read_text().strip() for name in KERNEL_TUNABLES}
+        self._save(tunables=tunables)
+        self._network()
+        self._apiserver_forward()
+        self._containerd()
+        self._import_images()
+        self._kubelet()
+        self._scheduler()
+        if self.gpus:
+            self._device_plugin()
+        self.wait_ready()
+
+    def _network(self) -> None:
+        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        _run(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge])
+        _run(["ip", "link", "set", self.bridge, "up"])
+        conf = self.dir / "cni" / "net.d"
+        conf.mkdir(parents=True, exist_ok=True)
+        (conf / "10-cozyrender.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0", "name": "cozyrender",
+            "plugins": [
+                {"type": "bridge", "bridge": self.bridge, "isGateway": True, "ipMasq": False,
+                 "ipam": {"type": "host-local", "dataDir": str(self.dir / "cni" / "ipam"),
+                          "ranges": [[{"subnet": f"10.250.{self.subnet_octet}.0/24",
+                                       "gateway": self.gateway}]],
+                          # Only the pod network itself: nothing routes a pod elsewhere.
+                          "routes": [{"dst": f"10.250.{self.subnet_octet}.0/24"}]}},
+                {"type": "loopback"},
+            ],
+        }, indent=2))
+
+    def _apiserver_forward(self) -> None:
+        from cluster import free_port
+
+        self.apiserver_port = free_port()
+        self.plane._spawn("node-apiserver-forward", [
+            sys.executable, str(HERE / "balancer.py"), "--listen", f"{self.gateway}:{self.apiserver_port}",
+            "--backend", f"127.0.0.1:{self.plane.ports['apiserver']}"])
+        self.plane.ports["node-apiserver"] = self.apiserver_port
+
+    def _containerd(self) -> None:
+        root = self.dir / "containerd"
+        root.mkdir(parents=True, exist_ok=True)
+        cri = '[plugins."io.containerd.grpc.v1.cri"]'
+        config = f"""version = 2
+root = "{root / 'root'}"
+state = "{root / 'state'}"
+oom_score = 0
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "{self.socket}"
+[ttrpc]
+  address = "{self.socket}.ttrpc"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / 'opt'}"
+{cri}
+  sandbox_image = "{PAUSE_IMAGE}"
+  disable_apparmor = true
+  # Root here lacks CAP_SYS_RESOURCE: no score below containerd's own.
+  restrict_oom_score_adj = true
+  tolerate_missing_hugetlb_controller = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  # The pods' network namespaces under the run's folder, not /var/run/netns.
+  netns_mounts_under_state_dir = true
+{cri[:-1]}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+{cri[:-1]}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+{cri[:-1]}.containerd.runtimes.runc.options]
+  BinaryName = "{shutil.which('runc') or '/usr/sbin/runc'}"
+  Root = "{self.runc_root}"
+  SystemdCgroup = false
+{cri[:-1]}.cni]
+  bin_dir = "{CNI_BIN}"
+  conf_dir = "{self.dir / 'cni' / 'net.d'}"
+"""
+        (root / "config.toml").write_text(config)
+        self.plane._spawn("containerd", ["containerd", "--config", str(root / "config.toml")])
+        self.plane._wait("containerd", lambda: self.ctr("version", check=False).returncode == 0, 60)
+
+    def ctr(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+        return _run(["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args],
+                    check=check, timeout=timeout)
+
+    def _import_images(self) -> None:
+        for archive in self.images:
+            self.ctr("images", "import", str(archive))
+
+    def _kubelet(self) -> None:
+        from cluster import _kubeconfig, free_port
+
+        plane = self.plane
+        pki = plane.pki
+        kubelet_client = plane.ca.issue("kubelet-client", f"system:node:{NODE_NAME}",
+                                        organizations=("system:nodes",), client=True)
+        serving = plane.ca.issue("kubelet-serving", NODE_NAME, server_names=(self.gateway, "127.0.0.1", NODE_NAME))
+        kubeconfig = self.dir / "kubelet-kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, pki / "ca.crt", *kubelet_client, NODE_NAME)))
+        for hierarchy in self._cgroup_hierarchies():
+            path = hierarchy / self.cgroup
+            path.mkdir(exist_ok=True)
+            if hierarchy.name == "cpuset":
+                for name in ("cpuset.cpus", "cpuset.mems"):
+                    (path / name).write_text((hierarchy / name).read_text())
+        port, healthz = free_port(), free_port()
+        plane.ports.update(kubelet=port, kubelet_healthz=healthz)
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+            # This machine's cgroups are a v1/v2 hybrid; a 1.35 kubelet refuses v1 unless told.
+            "failCgroupV1": False,
+            "cgroupDriver": "cgroupfs", "cgroupRoot": f"/{self.cgroup}", "cgroupsPerQOS": True,
+            "containerRuntimeEndpoint": f"unix://{self.socket}",
+            "address": self.gateway, "port": port, "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1", "healthzPort": healthz,
+            "tlsCertFile": str(serving[0]), "tlsPrivateKeyFile": str(serving[1]),
+            "authentication": {"x509": {"clientCAFile": str(pki / "ca.crt")},
+                               "webhook": {"enabled": False}, "anonymous": {"enabled": False}},
+            "authorization": {"mode": "AlwaysAllow"},
+            # No DNS anywhere: pods get no resolver (nothing may resolve names here).
+            "resolvConf": "", "clusterDNS": [],
+            "failSwapOn": False,
+            # Root lacks CAP_SYS_RESOURCE: no rlimit above the hard limit (nofile 20000), and
+            # no oom_score_adj below its own.
+            "maxOpenFiles": 20000, "oomScoreAdj": 0,
+            # A shared disk: never evict for it.
+            "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
+                             "nodefs.inodesFree": "1%"},
+            "imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+            "nodeStatusUpdateFrequency": "5s", "syncFrequency": "10s", "fileCheckFrequency": "10s",
+            "serializeImagePulls": False, "registerNode": True,
+            "volumePluginDir": str(self.dir / "volume-plugins"),
+            "podPidsLimit": -1, "maxPods": 50,
+            "shutdownGracePeriod": "0s",
+            "featureGates": {},
+        }
+        config_file = self.dir / "kubelet-config.yaml"
+        config_file.write_text(yaml.safe_dump(config))
+        plane._spawn("kubelet", [
+            str(plane.bin / "kubelet"), f"--config={config_file}", f"--kubeconfig={kubeconfig}",
+            f"--root-dir={self.dir / 'kubelet'}", f"--cert-dir={self.dir / 'kubelet-pki'}",
+            f"--hostname-override={NODE_NAME}", f"--node-ip={self.gateway}",
+            f"--node-labels=cozyrender.io/test-node=true", "--v=1",
+        ])
+
+    def _scheduler(self) -> None:
+        from cluster import _kubeconfig, free_port
+
+        plane = self.plane
+        cert = plane.ca.issue("scheduler", "system:kube-scheduler", client=True)
+        kubeconfig = self.dir / "scheduler-kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", *cert,
+                                                         "system:kube-scheduler")))
+        plane._spawn("kube-scheduler", [
+            str(plane.bin / "kube-scheduler"), f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
+            "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--v=1",
+        ])
+
+    def _device_plugin(self) -> None:
+        argv = [str(self.plane.bin / "cozyrender-deviceplugin"), f"--plugin-dir={DEVICE_PLUGIN_DIR}"]
+        argv += [f"--resource={name}={count}" for name, count in sorted(self.gpus.items())]
+        self.plane._spawn("deviceplugin", argv)
+
+    def apiserver_args(self) -> list[str]:
+        # Admission webhooks (and aggregated APIs) called at their Service's endpoints, the pods'
+        # addresses, instead of its cluster IP: no kube-proxy is needed, and nothing resolves a name.
+        # The kubelet by its InternalIP (the bridge address), never by its name: nothing may resolve;
+        # with a client certificate the kubelet accepts (logs, exec), checking the kubelet's.
+        cert, key = self.plane.ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client",
+                                        organizations=("system:masters",), client=True)
+        return ["--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP",
+                f"--kubelet-client-certificate={cert}", f"--kubelet-client-key={key}",
+                f"--kubelet-certificate-authority={self.plane.pki / 'ca.crt'}"]
+
+    def controllers(self) -> tuple[str, ...]:
+        return NODE_CONTROLLERS
+
+    def pod_env(self) -> list[dict]:
+        """The environment that points a pod's in-cluster client at the API server's forward."""
+        return [{"name": "KUBERNETES_SERVICE_HOST", "value": self.gateway},
+                {"name": "KUBERNETES_SERVICE_PORT", "value": str(self.apiserver_port)}]
+
+    def install_webhook_chart(self, replicas: int, release: str = "cozyrender-webhook",
+                              extra_values: dict | None = None, timeout: str = "5m") -> None:
+        """`helm install` (Helm 4) of charts/cozyrender-webhook from the image, TLS from a Secret."""
+        import base64
+
+        sys.path.insert(0, str(REPO / "tools" / "image"))
+        import build
+
+        plane = self.plane
+        namespace = "cozyrender-system"
+        service = f"{release}.{namespace}.svc"
+        cert, key = plane.ca.issue("webhook-service", service, server_names=(service, f"{service}.cluster.local"))
+        secret = f"{release}-serving"
+        plane.kubectl("-n", namespace, "create", "secret", "tls", secret, f"--cert={cert}", f"--key={key}")
+        values = {
+            "image": build.image_reference(), "imagePullPolicy": "Never", "replicas": replicas,
+            "tls": {"certManager": False, "secretName": secret,
+                    "caBundle": base64.b64encode(plane.ca_pem).decode()},
+            "env": self.pod_env(),
+            # Only kube-apiserver may call the webhook: it presents the callers' CA's certificate
+            # (cluster.py's AdmissionConfiguration). No Cilium here, so no CiliumNetworkPolicy.
+            "clientAuth": {"caBundle": base64.b64encode(plane.webhook_client_ca.read_bytes()).decode()},
+            "networkPolicy": {"type": "none"},
+            "fluxInjection": ("--flux-injection" in plane.webhook_args if plane.flux_injection is None
+                              else plane.flux_injection),
+            **(extra_values or {}),
+        }
+        self.webhook_values = values
+        self.helm("install", release, str(REPO / "charts" / "cozyrender-webhook"), "--namespace", namespace,
+                  "--wait", "--timeout", timeout, values=values)
+
+    def helm(self, *args: str, values: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+        plane = self.plane
+        helm_home = plane.dir / "helm"
+        argv = [str(plane.bin / "helm4"), *args, f"--kubeconfig={plane.kubeconfig}"]
+        if values is not None:
+            values_file = self.dir / "webhook-values.yaml"
+            values_file.write_text(yaml.safe_dump(values))
+            argv += ["-f", str(values_file)]
+        return _run(argv, timeout=timeout, env={**os.environ, "HELM_CACHE_HOME": str(helm_home),
+                                                "HELM_CONFIG_HOME": str(helm_home), "HELM_DATA_HOME": str(helm_home)})
+
+    def node(self) -> dict | None:
+        result = self.plane.kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
+        return json.loads(result.stdout) if result.returncode == 0 else None
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        def ready() -> bool:
+            node = self.node()
+            if not node:
+                return False
+            conditions = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
+            allocatable = node["status"].get("allocatable", {})
+            taints = [t for t in node["spec"].get("taints", []) if t.get("effect") in ("NoSchedule", "NoExecute")]
+            return (conditions.get("Ready") == "True" and not taints
+                    and all(allocatable.get(name) == str(count) for name, count in self.gpus.items()))
+        self.plane._wait(f"node {NODE_NAME} Ready", ready, timeout)
+
+    def _cgroup_hierarchies(self) -> list[Path]:
+        return [path for path in sorted(CGROUP_ROOT.iterdir()) if (path / "cgroup.procs").exists()]
+
+
+# -- cleanup (also from `cluster.py down`, by the saved state) ----------------------
+
+
+def _pids_matching(needle: str) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if needle in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def cleanup(directory: Path) -> None:
+    """Remove what a node in `directory` left on the machine (its processes are gone or going)."""
+    state_file = Path(directory) / "node" / "node.json"
+    if not state_file.exists():
+        return
+    state = json.loads(state_file.read_text())
+    runc_root = Path(state["runc_root"]) / "k8s.io"
+    netns_inodes = set()
+    if runc_root.exists():
+        listed = _run(["runc", "--root", str(runc_root), "list", "--format", "json"], check=False).stdout
+        for container in json.loads(listed or "null") or []:
+            try:
+                netns_inodes.add(os.stat(f"/proc/{container['pid']}/ns/net").st_ino)
+            except (OSError, KeyError):
+                pass
+            _run(["runc", "--root", str(runc_root), "kill", container["id"], "KILL"], check=False)
+            _run(["runc", "--root", str(runc_root), "delete", "--force", container["id"]], check=False)
+    # containerd's shims name our socket on their command line; nothing else does.
+    for pid in _pids_matching(state["socket"]):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    netns = Path("/var/run/netns")
+    if netns.exists() and netns_inodes:
+        for path in netns.iterdir():
+            try:
+                if path.stat().st_ino in netns_inodes:
+                    subprocess.run(["umount", str(path)], capture_output=True)
+                    path.unlink()
+            except OSError:
+                pass
+    node_dir = str(Path(directory).resolve() / "node")
+    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    for mount in sorted((m for m in mounts if m.startswith(node_dir)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", mount], capture_output=True)
+    _run(["ip", "link", "del", state["bridge"]], check=False)
+    for hierarchy in sorted(CGROUP_ROOT.iterdir()):
+        top = hierarchy / state["cgroup"]
+        if top.is_dir():
+            for path in sorted((p for p in top.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+                _rmdir_cgroup(path)
+            _rmdir_cgroup(top)
+    # The kubelet's device checkpoint too: a later kubelet would trust its stale allocations.
+    for name in ("kubelet.sock", "kubelet_internal_checkpoint", *(p.name for p in DEVICE_PLUGIN_DIR.glob("cozyrender-*.sock"))):
+        try:
+            (DEVICE_PLUGIN_DIR / name).unlink()
+        except OSError:
+            pass
+    for name, value in state.get("tunables", {}).items():
+        try:
+            Path("/proc/sys", name).write_text(value)
+        except OSError:
+            pass
+    state_file.unlink()
+
+
+def _rmdir_cgroup(path: Path) -> None:
+    for _ in range(50):
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.1)

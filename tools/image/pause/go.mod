@@ -1,0 +1,3 @@
+module cozyrender.local/tools/image/pause
+
+go 1.24
