@@ -360,6 +360,7 @@ READ_ONLY_ARGV: dict[str, list[str]] = {
     "completion": ["bash"],
     "post-render": [],
     "injection preview": ["--kubeconfig", "/nonexistent/kubeconfig"],
+    "controller": ["--listen", "127.0.0.1:0", "--kubeconfig", "/nonexistent/kubeconfig"],
     "webhook": ["--listen", "127.0.0.1:0", "--tls-cert", "{CERT}", "--tls-key", "{KEY}", "--kubeconfig",
                 "/nonexistent/kubeconfig"],
 }

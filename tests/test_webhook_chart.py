@@ -28,6 +28,12 @@ def render(helm4: Path, *args: str) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
+def webhook_deployment(objects: list[dict]) -> dict:
+    """The webhook's Deployment (the controller has one of its own)."""
+    [deployment] = [o for o in by_kind(objects, "Deployment") if o["metadata"]["name"] == "cozyrender-webhook"]
+    return deployment
+
+
 def by_kind(objects: list[dict], kind: str) -> list[dict]:
     """The chart's objects of `kind`; the webhook configurations are those the
     replicas register from the `<release>-webhooks` ConfigMap."""
@@ -92,7 +98,7 @@ def test_the_webhook_fails_closed_for_the_apps_kinds_in_tenant_namespaces(helm4:
 def test_the_certificate_names_the_service(helm4: Path) -> None:
     objects = render(helm4, *WEBHOOK_ONLY)
     [service] = by_kind(objects, "Service")
-    [deployment] = by_kind(objects, "Deployment")
+    deployment = webhook_deployment(objects)
     serving = [c for c in by_kind(objects, "Certificate") if not c["spec"].get("isCA")]
     assert [c["spec"]["dnsNames"][0] for c in serving] == [f"{service['metadata']['name']}.{NAMESPACE}.svc"]
     [volume] = deployment["spec"]["template"]["spec"]["volumes"]
@@ -111,7 +117,7 @@ def test_a_missing_secret_name_is_refused(helm4: Path) -> None:
 
 def test_two_replicas_spread_and_a_disruption_budget(helm4: Path) -> None:
     objects = render(helm4, *WEBHOOK_ONLY)
-    [deployment] = by_kind(objects, "Deployment")
+    deployment = webhook_deployment(objects)
     spec = deployment["spec"]
     assert spec["replicas"] == 2 and spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
     pod = spec["template"]["spec"]
@@ -148,7 +154,7 @@ def test_rbac_reads_only_and_writes_the_ledger_alone(helm4: Path) -> None:
     # No static ledger object: shards are created on first use (the one ConfigMap holds the
     # webhook configurations the replicas register).
     assert [c["metadata"]["name"] for c in by_kind(objects, "ConfigMap")] == ["cozyrender-webhook-webhooks"]
-    [deployment] = by_kind(objects, "Deployment")
+    deployment = webhook_deployment(objects)
     assert "--ledger=cozyrender-ledger" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
@@ -192,11 +198,11 @@ def test_a_plain_network_policy_needs_the_api_servers_addresses(helm4: Path) -> 
 
 
 def test_the_client_ca_is_mounted_and_required_when_given(helm4: Path) -> None:
-    [deployment] = by_kind(render(helm4), "Deployment")
+    deployment = webhook_deployment(render(helm4))
     assert not any(arg.startswith("--client-ca") for arg in deployment["spec"]["template"]["spec"]["containers"][0]["args"])
     pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
     objects = render(helm4, "--set", f"clientAuth.caBundle={base64.b64encode(pem.encode()).decode()}")
-    [deployment] = by_kind(objects, "Deployment")
+    deployment = webhook_deployment(objects)
     pod = deployment["spec"]["template"]["spec"]
     assert "--client-ca=/client-ca/ca.crt" in pod["containers"][0]["args"]
     assert {"name": "client-ca", "mountPath": "/client-ca", "readOnly": True} in pod["containers"][0]["volumeMounts"]
@@ -216,7 +222,7 @@ def test_the_chart_creates_no_webhook_configuration_itself(helm4: Path, mode: st
         registered = by_kind(objects, "ValidatingWebhookConfiguration") + by_kind(objects, "MutatingWebhookConfiguration")
         assert [c["kind"] for c in registered] == ["ValidatingWebhookConfiguration"] + (
             ["MutatingWebhookConfiguration"] if injection == "true" else [])
-        [deployment] = by_kind(objects, "Deployment")
+        deployment = webhook_deployment(objects)
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "--register=cozyrender-webhook-webhooks" in args and "--register-owner=cozyrender-webhook-read" in args
         assert {r["metadata"]["name"] for r in by_kind(objects, "ClusterRole")} >= {"cozyrender-webhook-read"}
@@ -242,14 +248,20 @@ def test_the_scrape_objects_validate_against_their_crds_and_scrape_over_the_char
     scrapes = by_kind(objects, "VMServiceScrape") + by_kind(objects, "ServiceMonitor")
     assert [o["apiVersion"] for o in scrapes] == ["operator.victoriametrics.com/v1beta1", "monitoring.coreos.com/v1"]
     assert validate_objects(scrapes) == []  # no finding at all: validated (a kind without a schema says so) and clean
-    [service] = by_kind(objects, "Service")
-    [deployment] = by_kind(objects, "Deployment")
+    services = {s["metadata"]["name"]: s for s in by_kind(objects, "Service")}
+    service, controller = services["cozyrender-webhook"], services["cozyrender-webhook-controller"]
+    deployment = webhook_deployment(objects)
     secret = deployment["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"]
     for scrape in scrapes:
         spec = scrape["spec"]
-        assert spec["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        # Both Services are selected; each endpoint scrapes the port of its name: the
+        # webhook's https, the controller's plain-HTTP metrics (the billing metrics).
+        for selected in (service, controller):
+            assert spec["selector"]["matchLabels"].items() <= selected["metadata"]["labels"].items()
         assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
-        [endpoint] = spec["endpoints"]
+        endpoint, billing = spec["endpoints"]
+        assert billing == {"port": "metrics", "scheme": "http", "path": "/metrics", "interval": "30s"}
+        assert [p["name"] for p in controller["spec"]["ports"]] == ["metrics"]
         assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]] and endpoint["scheme"] == "https"
         assert endpoint["path"] == "/metrics"
         tls = endpoint["tlsConfig"]
