@@ -33,7 +33,11 @@ def judge(objects, unreadable: dict) -> Arbiter:
 
 
 def answer(arbiter: Arbiter, write: dict) -> dict:
-    return arbiter(review(write))["response"]
+    """The arbiter's answer to `write`: an UPDATE of the stored object when its
+    name is taken (a CREATE of it is refused as the API server refuses it)."""
+    stored = arbiter.index.get(write)
+    operation = "CREATE" if stored is None else "UPDATE"
+    return arbiter(review(write, operation, old=None if stored is None else dict(stored)))["response"]
 
 
 def test_a_pod_the_rules_cannot_read_refuses_only_its_own_pools_writes() -> None:

@@ -157,6 +157,9 @@ class CRDValidator:
             raise CRDError(f"no version {version or '(storage)'} in the CRD")
         self.version = chosen["name"]
         self.schema = chosen["schema"]["openAPIV3Schema"]
+        # With the status subresource, a write to the object itself never sets its status: the
+        # API server drops it on create and keeps the stored one on update.
+        self.status_subresource = "status" in (chosen.get("subresources") or {})
         self._schema_validator = SchemaValidator(self.schema)
         root_type = decl_type(self.schema, resource_root=True)
         self._root = _compile_node(self.schema, "", TypedScope([root_type]), root_type)
@@ -185,6 +188,10 @@ class CRDValidator:
                 mapping(given, "metadata", given)
         new_object, pruned_paths = _pruned(obj, self.schema)
         old_object = None if old is None else _pruned(old, self.schema)[0]
+        if self.status_subresource:
+            new_object.pop("status", None)
+            if old_object is not None and "status" in old_object:
+                new_object["status"] = old_object["status"]
         result = ValidationResult(object=new_object, pruned=pruned_paths)
         result.violations.extend(self._identity_errors(new_object, old_object))
         schema_errors = self._schema_validator.errors(new_object)
