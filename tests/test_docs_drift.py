@@ -31,7 +31,11 @@ from tests.conftest import ROOT
 
 FENCE = re.compile(r"^(?P<indent>[ ]*)```(?P<lang>[^\n`]*)\n(?P<body>.*?)^(?P=indent)```[ \t]*$", re.S | re.M)
 MARK = re.compile(r"<!-- illustrative: \S[^\n]*-->\s*\Z")
-SOURCE_LANGUAGES = {"console", "sh", "yaml", "json", "jsonc", "python", "toml", "go", "mermaid"}
+# A block a live test compares with what a real cluster prints: `<!-- live: tests/<file>.py ... -->`.
+LIVE_MARK = re.compile(r"<!-- live: (?P<test>tests/[\w/]+\.py)[^\n]*-->\s*\Z")
+# Pages whose ```bash blocks a live test runs in order, as a reader types them.
+BASH_RUN_BY = {"docs/guides/flux-injection.md": "tests/test_docs_flux_injection.py"}
+SOURCE_LANGUAGES = {"console", "sh", "yaml", "json", "jsonc", "python", "toml", "go", "mermaid", "promql"}
 # What a command prints: cozyrender's own lines, a shell prompt, check's verdict.
 OUTPUT = re.compile(r"^(\$ |cozyrender [a-z -]+: (error|warning|read) |(admitted|refused)$|SEVERITY\s)", re.M)
 
@@ -46,7 +50,9 @@ def fenced_blocks():
         text = path.read_text(encoding="utf-8")
         for match in FENCE.finditer(text):
             line = text.count("\n", 0, match.start()) + 1
-            marked = bool(MARK.search(text[:match.start()].rstrip(" ")))
+            before = text[:match.start()].rstrip(" ")
+            live = LIVE_MARK.search(before)
+            marked = live.group("test") if live else bool(MARK.search(before))
             yield path, line, match.group("lang").strip(), match.group("body"), marked
 
 
@@ -62,6 +68,11 @@ def test_the_blocks_are_found():
                          ids=[f"{p.relative_to(ROOT)}:{n}" for p, n, *_ in BLOCKS])
 def test_every_block_is_run_or_marked_illustrative(path, line, lang, body, marked):
     where = f"{path.relative_to(ROOT)}:{line}"
+    page = str(path.relative_to(ROOT))
+    runner = marked if isinstance(marked, str) else BASH_RUN_BY.get(page) if lang == "bash" else None
+    if runner:  # the live test named must exist and read this page
+        assert (ROOT / runner).is_file() and path.name in (ROOT / runner).read_text(), (where, runner)
+        return
     if marked or lang == "console":
         return
     assert lang in SOURCE_LANGUAGES, (
