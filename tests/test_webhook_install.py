@@ -44,7 +44,8 @@ CHART = ROOT / "charts" / "cozyrender-webhook"
 NAMESPACE = "cozyrender-system"
 RELEASE = "cozyrender-webhook"  # the release name cluster.py's replicas register for
 APPS = "apps.cozystack.io/v1alpha1"
-SECRET_MODE = ("--set", "tls.certManager=false", "--set", "tls.secretName=cozyrender-webhook-tls")
+TLS_SECRET = ("--set", "tls.certManager=false", "--set", "tls.secretName=cozyrender-webhook-tls")
+SECRET_MODE = (*TLS_SECRET, "--set", "networkPolicy.type=none")  # this test cluster runs no Cilium
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +123,7 @@ def test_prerequisites_are_checked_with_a_clear_message(plane, helm_env):
     cases = [
         ((), "install cert-manager first"),
         ((*SECRET_MODE, *ca_values(plane), "--set", "fluxInjection=true"), "install Flux's helm-controller"),
+        ((*TLS_SECRET, *ca_values(plane)), "serves no cilium.io/v2 CiliumNetworkPolicy: on a cluster without Cilium"),
         ((*SECRET_MODE, *ca_values(plane)), "the namespace tenant-root does not exist: install cozystack-basics"),
     ]
     for values, message in cases:

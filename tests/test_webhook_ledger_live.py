@@ -2,7 +2,7 @@
 webhook replicas behind the round-robin balancer, as `make cluster` gives):
 
 - issue 28 attack 1: re-creating existing names smaller frees no room;
-- issue 28 attack 3: a 921 KB spec.notes re-create fills nothing, and
+- issue 28 attack 3: a 921 KB spec.host re-create fills nothing, and
   another tenant's growing writes are still admitted;
 - entries hold only what the rules read, one shard per pool root;
 - a write the webhook admitted and ResourceQuota admission then refused is
@@ -61,7 +61,7 @@ def test_recreating_existing_names_frees_no_room(cluster, api) -> None:
 
 def test_one_tenant_cannot_fill_the_ledger_for_another(cluster, api) -> None:
     """Attack 3: the attacker re-creates its existing sub-tenant with a
-    921 KB spec.notes; the victim's growing writes must still be admitted."""
+    921 KB spec.host (a field the rules never read); the victim's growing writes must still be admitted."""
     tenants = cached(cluster, "Tenant")
     attacker = make_tenant(api, "attacker", {A100: 4})
     victim = make_tenant(api, "victim", {A100: 4})
@@ -74,9 +74,9 @@ def test_one_tenant_cannot_fill_the_ledger_for_another(cluster, api) -> None:
         low, high = 800_000, 1_000_000
         while high - low > 64:
             middle = (low + high) // 2
-            status, body = sub_tenant(api, attacker, "sub", {A100: 2}, notes="x" * middle)
+            status, body = sub_tenant(api, attacker, "sub", {A100: 2}, host="x" * middle)
             low, high = (low, middle) if status == 500 else (middle, high)
-        status, body = sub_tenant(api, attacker, "sub", {A100: 2}, notes="x" * low)
+        status, body = sub_tenant(api, attacker, "sub", {A100: 2}, host="x" * low)
         assert status == 409, body.get("message", body)  # AlreadyExists, whoever says it
         status, body = api.create(apps_path("vminstances", victim), vm_body(victim, f"v{attempt}", 1))
         assert status == 201, body.get("message", body)
@@ -87,7 +87,7 @@ def test_entries_hold_only_what_the_rules_read_one_shard_per_pool_root(cluster, 
     tenants = cached(cluster, "Tenant")
     owner = make_tenant(api, "notes", {A100: 4})
     wait_until_cached(cluster, "Tenant", tenants + 1)
-    status, body = sub_tenant(api, owner, "big", {A100: 1}, notes="x" * 921_000)
+    status, body = sub_tenant(api, owner, "big", {A100: 1}, host="x" * 921_000)
     assert status == 201, body.get("message", body)
     for pool in (owner, f"{owner}-big"):  # the pool it charges, and its own
         [entry] = [e for e in ledger_entries(api, pool) if e["identity"][3] == "big"]

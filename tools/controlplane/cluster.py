@@ -447,6 +447,7 @@ def set_injection(directory: Path, on: bool) -> int:
         return 0
     plane.server, plane.ports = state["server"], state["ports"]
     plane.ca_pem = (plane.pki / "ca.crt").read_bytes()
+    plane.webhook_client_ca = plane.pki / "webhook-callers" / "ca.crt"  # written by `up` (_admission_pki)
     objects = plane.webhook_objects(f"https://127.0.0.1:{plane.ports['webhook-balancer']}/validate")
     # Everything the chart changes with the value: the ConfigMap of configurations and the RBAC
     # injection needs (tenant values Secrets, HelmReleases).

@@ -10,6 +10,9 @@
 {{- if and .Values.fluxInjection (not ($apis.Has "helm.toolkit.fluxcd.io/v2/HelmRelease")) }}
 {{- fail "cozyrender-webhook: fluxInjection is true but this cluster serves no helm.toolkit.fluxcd.io/v2 HelmRelease: install Flux's helm-controller and its CRDs first, or leave fluxInjection false" }}
 {{- end }}
+{{- if and (eq .Values.networkPolicy.type "cilium") (not ($apis.Has "cilium.io/v2/CiliumNetworkPolicy")) }}
+{{- fail "cozyrender-webhook: networkPolicy.type is cilium (the default; Cozystack runs Cilium) but this cluster serves no cilium.io/v2 CiliumNetworkPolicy: on a cluster without Cilium set networkPolicy.type=kubernetes with networkPolicy.apiServerCIDRs, or none" }}
+{{- end }}
 {{- if not ($apis.Has "apps.cozystack.io/v1alpha1/Tenant") }}
 {{- fail "cozyrender-webhook: this cluster serves no apps.cozystack.io/v1alpha1 Tenant: the webhook checks Cozystack's tenants; install Cozystack (or its apps.cozystack.io API) first" }}
 {{- end }}
