@@ -32,7 +32,9 @@ from dataclasses import dataclass
 
 from cozyrender.values_secret import SECRET_NAME as VALUES_SECRET_NAME
 
-from .index import BudgetState
+from cozyrender.kube.shape import ShapeError
+
+from .index import BudgetState, object_identity
 from .tree import ROOT_NAMESPACE, is_tenant_namespace, is_within, owned_namespace, parent_namespace
 
 # Kinds whose unreadable copy bears on every decision.
@@ -97,6 +99,29 @@ def described(found: UnreadableObject) -> str:
     return f"{found.ref}{f' (in the namespace of {who})' if who else ''}: {found.why.removeprefix(found.ref + ': ')}"
 
 
+def unreadable_state_object(err: ShapeError, objects: Iterable[Mapping]) -> UnreadableObject | None:
+    """The object of `objects` that ShapeError `err` is about, as an
+    unreadable object, when the error is about one of its fields and its
+    kind, namespace and name read (so it can be named and placed, as the
+    webhook's cache places it); None when `err` is about something else:
+    an object with no usable name, two different copies of one object, two
+    Tenants owning one namespace (the state itself is contradictory), or
+    an object not among `objects` (the write)."""
+    obj = err.obj
+    if obj is None or getattr(err, "other", None) is not None or not err.field or not err.field[0]:
+        return None
+    if not any(item is obj for item in objects):
+        return None
+    try:
+        identity = object_identity(obj)
+    except ShapeError:
+        return None
+    if identity is None:
+        return None
+    _, kind, namespace, name = identity
+    return UnreadableObject(kind, namespace or None, name, str(err))
+
+
 def _pools(state: BudgetState, namespace: str | None) -> set[str]:
     if namespace is None or not is_tenant_namespace(namespace):
         return set()
@@ -149,4 +174,4 @@ def refusal_reason(state: BudgetState, unreadable: Iterable[UnreadableObject], o
             "until the object is fixed or deleted")
 
 
-__all__ = ["UnreadableObject", "bearing", "described", "owner", "refusal_reason"]
+__all__ = ["UnreadableObject", "bearing", "described", "owner", "refusal_reason", "unreadable_state_object"]
