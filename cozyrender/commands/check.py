@@ -148,9 +148,13 @@ def decide_write(objects, write: dict, platform_vgpu: bool | None):
             decision = check_write(state, write, platform_vgpu=platform_vgpu)
             break
         except ShapeError as err:
-            found = unreadable_state_object(err, kept) if len(left_out) < MAX_LEFT_OUT else None
-            if found is None:
-                raise naming_owner(err) from None
+            found = unreadable_state_object(err, kept)
+            if found is None:  # the write's own problem is named as it is
+                raise (naming_owner(err) if any(item is err.obj for item in kept) else err) from None
+            if len(left_out) == MAX_LEFT_OUT:
+                named = naming_owner(err)
+                raise type(named)(f"more than {MAX_LEFT_OUT} objects the rules cannot read, so the state is not "
+                                  f"usable; one is {named}", err.obj) from None
             left_out.append(found)
             kept = [item for item in kept if item is not err.obj]
     if not left_out:
