@@ -6,6 +6,15 @@
 
 Exit 0 admitted (or a clean audit), 1 refused (or an audit with errors),
 2 bad input. A thin shell over `cozyrender.budgets`.
+
+A state object the rules cannot read (issue 28 item 2) is decided around as
+the webhook does: for a write, it is left out; the write is refused when its
+pools hold it, naming it and the Tenant owning its namespace, and decided as
+usual otherwise (with a warning naming it). An audit would have to vouch for
+its pools, so it is bad input, named the same way. Still bad input for a
+write: an object with no usable name, two different copies of one object,
+two Tenants owning one namespace, more than MAX_LEFT_OUT such objects, and
+the write itself.
 """
 
 from __future__ import annotations
