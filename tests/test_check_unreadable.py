@@ -18,8 +18,18 @@ import json
 import threading
 
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_budgets_builders import classes, pod, run_check, tenant, vm
-from test_budgets_properties import GPUCLASSES, _materialize, namespace_of, random_state, tenant_paths, writes
+from test_budgets_properties import (
+    GPUCLASSES,
+    _identity,
+    _materialize,
+    namespace_of,
+    random_state,
+    tenant_at,
+    tenant_paths,
+    writes,
+)
 from test_webhook_admission import A100, review
 
 from cozyrender.budgets.live import LiveIndex
@@ -107,12 +117,16 @@ def webhook_answer(objects: list[dict], write: dict) -> dict:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(random_state, writes, tenant_paths)
-def test_check_answers_as_the_webhook_whatever_the_state_and_where_the_pod_is(objects, write, where):
+@given(random_state, writes, tenant_paths, st.booleans())
+def test_check_answers_as_the_webhook_whatever_the_state_and_where_the_pod_is(objects, write, where, cpu_pool):
     """Admitted by one exactly when admitted by the other; refused for the pod by check, the
     webhook's refusal names it too (its own words when the write is what makes the pod read:
-    a Tenant write giving the pod's namespace its first pool, a 422 naming the pod's field)."""
+    a Tenant write giving the pod's namespace its first pool, a 422 naming the pod's field).
+    With `cpu_pool`, the pod's own tenant declares cpu, so the rules read it whatever the state."""
     namespace = namespace_of(where)
+    if cpu_pool:
+        own = tenant_at(where, {"cpu": 1})
+        objects = [obj for obj in objects if _identity(obj) != _identity(own)] + [own]
     objects = GPUCLASSES + objects + [widget(namespace)]
     obj = _materialize(write, {})
     decision = decide_write(objects, obj, None)
