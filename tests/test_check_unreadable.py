@@ -33,7 +33,7 @@ from test_budgets_properties import (
 from test_webhook_admission import A100, review
 
 from cozyrender.budgets.live import LiveIndex
-from cozyrender.commands.check import MAX_LEFT_OUT, decide_write
+from cozyrender.budgets.unreadable import MAX_LEFT_OUT, decide_write
 from cozyrender.kube.shape import ShapeError
 from cozyrender.webhook.ledger import Arbiter
 from cozyrender.webhook.metrics import Metrics

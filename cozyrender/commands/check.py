@@ -13,8 +13,8 @@ pools hold it, naming it and the Tenant owning its namespace, and decided as
 usual otherwise (with a warning naming it). An audit would have to vouch for
 its pools, so it is bad input, named the same way. Still bad input for a
 write: an object with no usable name, two different copies of one object,
-two Tenants owning one namespace, more than MAX_LEFT_OUT such objects, and
-the write itself.
+two Tenants owning one namespace, more than 50 such objects, and the write
+itself (`cozyrender.budgets.unreadable.decide_write`).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
     audit the whole state when no --write is given."""
     from cozyrender.budgets import ERROR, Decision, audit, index_state
     from cozyrender.budgets.audit import with_spec_findings
+    from cozyrender.budgets.unreadable import decide_write, naming_owner
     from cozyrender.budgets.write import namespaces_held, unknown_namespace
     from cozyrender.kube.shape import ShapeError
     from cozyrender.state import StateError, parse_documents
@@ -102,7 +103,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
                 raise StateError(f"{source_name(write_file)}: holds {len(written)} objects; "
                                  "--write takes exactly one")
             _require_state(objects, written[0])
-            decision = decide_write(objects, written[0], override)
+            decision = decide_write(objects, written[0], platform_vgpu=override)
             missing = unknown_namespace(namespaces_held(objects), written[0])
             if missing is not None:
                 decision = Decision((*decision.reasons, missing), decision.warnings)
@@ -129,81 +130,6 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
         if rows:
             click.echo(render(WRITE_COLUMNS, rows, wide=output == "wide"), nl=False)
     sys.exit(EXIT_OK if decision.allowed else EXIT_REFUSED)
-
-
-# Objects the rules cannot read that a write's check leaves out before it stops
-# and calls the state unusable (each one found costs one more indexing).
-MAX_LEFT_OUT = 50
-
-
-def decide_write(objects, write: dict, platform_vgpu: bool | None):
-    """`check_write`'s decision on `write`, made as the webhook makes it
-    when the state holds objects the rules cannot read (issue 28 item 2):
-    each is left out of the index; a write whose pools (or subtree) hold
-    one is refused naming it and the Tenant owning its namespace; any other
-    write is decided as usual, with a warning naming what was left out. An
-    error that is not about one nameable state object (two different
-    copies, two Tenants owning one namespace, the write itself) is raised:
-    bad input."""
-    from cozyrender.budgets import Decision, check_write, index_state
-    from cozyrender.budgets.checks import Reason
-    from cozyrender.budgets.unreadable import described, refusal_reason, unreadable_state_object
-    from cozyrender.kube.shape import ShapeError
-
-    kept, left_out = objects, []
-    while True:
-        try:
-            state = index_state(kept)
-            decision = check_write(state, write, platform_vgpu=platform_vgpu)
-            break
-        except ShapeError as err:
-            found = unreadable_state_object(err, kept)
-            if found is None:  # the write's own problem is named as it is
-                raise (naming_owner(err) if any(item is err.obj for item in kept) else err) from None
-            if len(left_out) == MAX_LEFT_OUT:
-                named = naming_owner(err)
-                raise type(named)(f"more than {MAX_LEFT_OUT} objects the rules cannot read, so the state is not "
-                                  f"usable; one is {named}", err.obj) from None
-            left_out.append(found)
-            kept = [item for item in kept if item is not err.obj]
-    if not left_out:
-        return decision
-    reason = refusal_reason(state, left_out, write)
-    if reason is not None:  # as the webhook: nothing else is decided
-        return Decision((Reason("metadata.namespace", reason),))
-    shown = "; ".join(described(item) for item in sorted(left_out, key=lambda item: item.ref)[:3])
-    more = f" and {len(left_out) - 3} more" if len(left_out) > 3 else ""
-    note = (f"{len(left_out)} object(s) the rules cannot read are left out of the state; none is in the pools "
-            f"this write is decided in, so it is decided as usual (the webhook refuses writes in theirs): "
-            f"{shown}{more}")
-    return Decision(decision.reasons, (*decision.warnings, note))
-
-
-def naming_owner(err):
-    """ShapeError `err`, its object named with the Tenant owning its namespace
-    as the webhook names it (`Pod tenant-foo/p (in the namespace of Tenant
-    tenant-root/foo): ...`); unchanged when no Tenant owns it or the object
-    has no usable name."""
-    from cozyrender.budgets.index import object_identity
-    from cozyrender.budgets.unreadable import UnreadableObject, described, owner
-    from cozyrender.kube.shape import ShapeError, ref
-
-    obj = err.obj
-    try:
-        identity = object_identity(obj) if obj is not None else None
-    except ShapeError:
-        identity = None
-    if identity is None or not str(err).startswith(f"{ref(obj)}: "):
-        return err
-    _, kind, namespace, name = identity
-    found = UnreadableObject(kind, namespace or None, name, str(err))
-    if owner(found.home) is None:
-        return err
-    named = ShapeError(described(found), obj)
-    named.field = err.field
-    if getattr(err, "other", None) is not None:
-        named.other = err.other  # type: ignore[attr-defined]
-    return named
 
 
 def _require_state(objects, write: dict | None) -> None:
