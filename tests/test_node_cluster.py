@@ -385,20 +385,29 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
     <revision> --wait`, the rollback while three writers keep writing into a budget of 10: exactly
     10 admitted and stored, every other write refused, from before it starts until it is done. The new
     revision runs another image reference (a second tag of the image built here: only one
-    version is built) and a changed webhook configuration (timeoutSeconds 9), so both are seen
-    to go back: the rolled-back pods run the old image and register the old configuration."""
+    version is built), a changed webhook configuration (timeoutSeconds 9) and Flux injection
+    on, so all three are seen to go back: the rolled-back pods run the old image, register the
+    old configuration, and delete the MutatingWebhookConfiguration."""
     image = build.image_reference()
     newer = f"{image}-next"
     plane.node.ctr("images", "tag", "--force", image, newer)
+    # Flux's HelmRelease CRD, so the new revision may turn injection on (the chart checks it).
+    plane.kubectl("apply", "--server-side", "-f", str(ROOT / ".cache" / "flux-crds" /
+                                                        "helm.toolkit.fluxcd.io_helmreleases.yaml"))
+    plane.wait_crds_established()
+    wait_for("HelmRelease in discovery", lambda: "helmreleases" in plane.kubectl(
+        "api-resources", "--api-group=helm.toolkit.fluxcd.io", check=False).stdout, 30)
     history = json.loads(plane.node.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     (good,) = [entry["revision"] for entry in history if entry["status"] == "deployed"]
-    assert validating_timeout(plane) == 10
-    upgraded = {**plane.node.webhook_values, "image": newer, "timeoutSeconds": 9}
+    assert validating_timeout(plane) == 10 and registered(plane) == [f"validatingwebhookconfigurations/{RELEASE}"]
+    assert plane.node.webhook_values["fluxInjection"] is False
+    upgraded = {**plane.node.webhook_values, "image": newer, "timeoutSeconds": 9, "fluxInjection": True}
     plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE,
                     "--wait", "--timeout", "5m", values=upgraded)
     wait_for("the upgraded Deployment settled", lambda: deployment_settled(plane))
     assert {c["image"] for p in webhook_pods(plane) for c in p["spec"]["containers"]} == {newer}
-    wait_for("the new revision's configuration registered", lambda: validating_timeout(plane) == 9, 60)
+    wait_for("the new revision's configurations registered", lambda: validating_timeout(plane) == 9 and registered(
+        plane) == [f"validatingwebhookconfigurations/{RELEASE}", f"mutatingwebhookconfigurations/{RELEASE}"], 60)
 
     tools = tmp_path / "tools"
     see, rollback = section_blocks("Rolling back a version")[:2]  # the history, then the rollback
@@ -452,6 +461,9 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
     assert not before & {p["metadata"]["name"] for p in pods}, (before, pods)  # every pod replaced
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {image}
     wait_for("the rolled-back configuration registered", lambda: validating_timeout(plane) == 10, 60)
+    # the rollback turned injection off: the MutatingWebhookConfiguration is deleted
+    wait_for("the MutatingWebhookConfiguration deleted", lambda: registered(plane) == [
+        f"validatingwebhookconfigurations/{RELEASE}"], 60)
     history = json.loads(plane.node.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert history[-1]["status"] == "deployed" and history[-1]["description"] == f"Rollback to {good}", history[-1]
     # and enforcing after it
