@@ -236,10 +236,12 @@ def test_two_gpuclasses_of_one_name_under_two_api_version_spellings_are_bad_inpu
 # -- finding 6: negative usage --------------------------------------------------------
 
 @pytest.mark.parametrize("where", ["pod limits", "pod requests", "quota status.used"])
-def test_negative_usage_is_bad_input_not_room_for_carve_outs(tmp_path, where):
+def test_negative_usage_is_never_room_for_carve_outs(tmp_path, where):
     """A pod limiting `cpu: -100` (or a quota reporting it used) lowered its
     pool's usage: a child asking 50 CPUs of a parent declaring 10 was
-    admitted. Kubernetes stores no negative resource quantity."""
+    admitted. Kubernetes stores no negative resource quantity: the object
+    cannot be read, so the audit is bad input and the child, decided in its
+    pool, is refused naming it (issue 28 item 2)."""
     from test_budgets_builders import pod, quota
 
     hostile = {
@@ -247,8 +249,12 @@ def test_negative_usage_is_bad_input_not_room_for_carve_outs(tmp_path, where):
         "pod requests": pod("tenant-a", "p", {"cpu": "1"}, requests={"cpu": "-100"}),
         "quota status.used": quota("tenant-a", "q", {"limits.cpu": "-100"}),
     }[where]
-    result = run_check(tmp_path, [tenant("a", quotas={"cpu": 10}), hostile], tenant("b", "tenant-a", quotas={"cpu": 50}))
-    _bad_input(result, "tenant-a/", "is negative (got '-100')")
+    state = [tenant("a", quotas={"cpu": 10}), hostile]
+    _bad_input(run_check(tmp_path, state), "tenant-a/", "is negative (got '-100')")
+    result = run_check(tmp_path, state, tenant("b", "tenant-a", quotas={"cpu": 50}))
+    assert result.exit_code == 1 and "cannot be shown to fit" in result.output, result.output
+    assert "(in the namespace of Tenant tenant-root/a)" in result.output
+    assert "is negative (got '-100')" in result.output
 
 
 # -- finding 7: a namespace name of any length ----------------------------------------

@@ -72,12 +72,51 @@ STATE_CASES = {
 }
 
 
+# An object with no usable name cannot be placed in any pool: bad input for a write too.
+NAMELESS = {"pod metadata 5", "quota metadata 5", "vm metadata 5", "class metadata 5"}
+# Tenant tenant-root/b holds tenant-b, outside the pools of tenant-a where the write goes.
+ELSEWHERE = {"tenant spec.gpu 5"}
+
+
+def _named(expected: str) -> str:
+    """`Kind tenant-a/x: problem` as check names it: with the Tenant owning its namespace
+    (tenant-root's is named `Tenant tenant-root/root`, as the webhook names it)."""
+    ref, _, problem = expected.partition(": ")
+    if " tenant-a/" in ref:
+        return f"{ref} (in the namespace of Tenant tenant-root/a): {problem}"
+    if " tenant-root/" in ref or ref == "Namespace tenant-root":
+        return f"{ref} (in the namespace of Tenant tenant-root/root): {problem}"
+    return expected
+
+
 @pytest.mark.parametrize("bad,expected", STATE_CASES.values(), ids=list(STATE_CASES))
-@pytest.mark.parametrize("mode", ["audit", "write"])
-def test_a_malformed_state_object_is_bad_input(tmp_path, bad, expected, mode):
-    state = [tenant("a", quotas=CPU_AND_A100), bad]
-    write = vm("tenant-a", "w", [{"class": "a100"}]) if mode == "write" else None
-    _bad_input(run_check(tmp_path, state, write), "state.json: ", expected)
+def test_a_malformed_state_object_is_bad_input_for_the_audit(tmp_path, bad, expected):
+    """No audit of a state the rules cannot read: exit 2, naming the file, the object and the
+    Tenant owning its namespace, as the webhook names it."""
+    _bad_input(run_check(tmp_path, [tenant("a", quotas=CPU_AND_A100), bad]), "state.json: ", _named(expected))
+
+
+@pytest.mark.parametrize("case", list(STATE_CASES))
+def test_a_write_is_decided_around_a_malformed_state_object_as_the_webhook_decides_it(tmp_path, case):
+    """Issue 28 item 2: the object is left out; a write in its pools is refused (exit 1) naming
+    it and its owner, any other write is decided as on the state without it, with a warning
+    naming it. An object with no usable name is still bad input."""
+    bad, expected = STATE_CASES[case]
+    write = vm("tenant-a", "w", [{"class": "a100"}])
+    result = run_check(tmp_path, [tenant("a", quotas=CPU_AND_A100), bad], write, "-o", "text")
+    if case in NAMELESS:
+        _bad_input(result, "state.json: ", expected)
+        return
+    assert "Traceback" not in result.output and _named(expected) in result.output, result.output
+    if case in ELSEWHERE:
+        without = run_check(tmp_path, [tenant("a", quotas=CPU_AND_A100)], write, "-o", "text")
+        assert result.exit_code == without.exit_code, (result.output, without.output)
+        assert result.stdout.startswith(without.stdout.strip()), (result.output, without.output)
+        assert "warning: 1 object(s) the rules cannot read are left out of the state" in result.stdout
+    else:
+        assert result.exit_code == 1 and result.stdout.startswith("refused\n"), result.output
+        assert "metadata.namespace: 1 object(s) the rules cannot read are in the pools this write is decided " \
+               "in, so it cannot be shown to fit" in result.stdout, result.output
 
 
 def test_a_gpuclass_write_with_metadata_not_an_object_is_bad_input(tmp_path):

@@ -102,5 +102,6 @@ def test_unreadable_pod_resources_in_the_state_are_exit_2(tmp_path):
     state = [tenant("a", quotas={"cpu": 4}), pod("tenant-a", "p", {"cpu": "lots"})]
     result = run_check(tmp_path, state)
     assert result.exit_code == 2, result.output
-    assert "state.json: Pod tenant-a/p: spec.containers[0].resources.limits.cpu" in result.output
+    assert ("state.json: Pod tenant-a/p (in the namespace of Tenant tenant-root/a): "
+            "spec.containers[0].resources.limits.cpu") in result.output
     assert "'lots'" in result.output and result.output.count("\n") == 1

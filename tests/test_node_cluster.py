@@ -10,7 +10,14 @@ from the image built here, as `make cluster` gives it.
 - 20 concurrent creates into a budget of 10 admit exactly 10, spread over both pods;
 - a webhook pod deleted during concurrent writes, and `helm upgrade` (a rolling update) during
   them: nothing over-admitted, nothing lost, the Deployment back at two ready pods;
-- a pod that cannot sync its cache is never Ready and receives no requests.
+- a pod that cannot sync its cache is never Ready and receives no requests;
+- docs/runbooks.md "Rolling back a version", its commands as written: `helm history`, then
+  `helm rollback <revision> --wait` during concurrent writes; the rolled-back pods register the
+  rolled-back configuration and nothing is over-admitted (issue 29 item 3);
+- the install order (issue 29 item 1): uninstalling leaves nothing registered; an install whose
+  image cannot start registers nothing, tenant writes go on unchecked exactly as with no webhook,
+  and the release reports the failure; the same install with the image that starts registers the
+  configuration and enforces again. Last in the module: it uninstalls the release the others use.
 
 Pod addresses are in 10.250.N.0/24 on the bridge the run created; the tests send traffic only
 there and to loopback.
@@ -38,6 +45,7 @@ sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
 sys.path.insert(0, str(ROOT / "tools" / "image"))
 
 import build  # noqa: E402
+from test_runbooks import section_blocks  # noqa: E402
 
 GPU = "nvidia.com/GA100"
 NAMESPACE = "cozyrender-system"
@@ -339,3 +347,199 @@ def test_a_pod_that_cannot_sync_its_cache_is_never_ready_and_gets_no_requests(pl
         plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE,
                         "--wait", "--timeout", "5m", values=plane.node.webhook_values)
     wait_for("the Deployment settled again", lambda: deployment_settled(plane))
+
+
+# -- operating it: rolling back, and the install order ---------------------------------
+
+
+def registered(plane) -> list[str]:
+    """The webhook configurations registered in the cluster, whoever registered them."""
+    return [f"{kind}/{item['metadata']['name']}"
+            for kind in ("validatingwebhookconfigurations", "mutatingwebhookconfigurations")
+            for item in kubectl_json(plane, "get", kind)["items"]]
+
+
+def run_runbook_block(plane, tools: Path, block: str) -> subprocess.CompletedProcess:
+    """A docs/runbooks.md ```sh block as written, with `helm` (Helm 4) and `kubectl` on PATH
+    against this plane."""
+    import os
+
+    tools.mkdir(exist_ok=True)
+    for name, binary in (("helm", "helm4"), ("kubectl", "kubectl")):
+        if not (tools / name).exists():
+            (tools / name).symlink_to(BIN / binary)
+    env = {**plane.node.helm_env(), "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], env=env, capture_output=True, text=True,
+                          timeout=600, cwd=ROOT)
+    assert done.returncode == 0, f"{block}\n{done.stdout}{done.stderr}"
+    return done
+
+
+def validating_timeout(plane) -> int | None:
+    found = plane.kubectl("get", "validatingwebhookconfiguration", RELEASE, "-o", "json", check=False)
+    return json.loads(found.stdout)["webhooks"][0]["timeoutSeconds"] if found.returncode == 0 else None
+
+
+def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path):
+    """An upgrade to a new revision, then the runbook's `helm history` and `helm rollback
+    <revision> --wait`, the rollback while three writers keep writing into a budget of 10: exactly
+    10 admitted and stored, every other write refused, from before it starts until it is done. The new
+    revision runs another image reference (a second tag of the image built here: only one
+    version is built), a changed webhook configuration (timeoutSeconds 9) and Flux injection
+    on, so all three are seen to go back: the rolled-back pods run the old image, register the
+    old configuration, and delete the MutatingWebhookConfiguration."""
+    image = build.image_reference()
+    newer = f"{image}-next"
+    plane.node.ctr("images", "tag", "--force", image, newer)
+    # Flux's HelmRelease CRD, so the new revision may turn injection on (the chart checks it).
+    plane.kubectl("apply", "--server-side", "-f", str(ROOT / ".cache" / "flux-crds" /
+                                                        "helm.toolkit.fluxcd.io_helmreleases.yaml"))
+    plane.wait_crds_established()
+    wait_for("HelmRelease in discovery", lambda: "helmreleases" in plane.kubectl(
+        "api-resources", "--api-group=helm.toolkit.fluxcd.io", check=False).stdout, 30)
+    history = json.loads(plane.node.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+    (good,) = [entry["revision"] for entry in history if entry["status"] == "deployed"]
+    assert validating_timeout(plane) == 10 and registered(plane) == [f"validatingwebhookconfigurations/{RELEASE}"]
+    assert plane.node.webhook_values["fluxInjection"] is False
+    upgraded = {**plane.node.webhook_values, "image": newer, "timeoutSeconds": 9, "fluxInjection": True}
+    plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE,
+                    "--wait", "--timeout", "5m", values=upgraded)
+    wait_for("the upgraded Deployment settled", lambda: deployment_settled(plane))
+    assert {c["image"] for p in webhook_pods(plane) for c in p["spec"]["containers"]} == {newer}
+    wait_for("the new revision's configurations registered", lambda: validating_timeout(plane) == 9 and registered(
+        plane) == [f"validatingwebhookconfigurations/{RELEASE}", f"mutatingwebhookconfigurations/{RELEASE}"], 60)
+
+    tools = tmp_path / "tools"
+    see, rollback = section_blocks("Rolling back a version")[:2]  # the history, then the rollback
+    listed = run_runbook_block(plane, tools, see).stdout
+    print(f"\n{listed.strip()}")
+    rows = {int(line.split()[0]): line for line in listed.splitlines()[1:] if line.strip()}
+    latest = max(rows)
+    assert latest > good and "superseded" in rows[good] and "deployed" in rows[latest], listed
+
+    namespace = make_tenant(api, "rollback", {A100: 10})
+    wait_cached_tenant(plane, namespace)
+    before = {p["metadata"]["name"] for p in webhook_pods(plane)}
+    command = rollback.replace("<revision>", str(good))
+    assert command != rollback, rollback
+    # Writers of one GPU each, from 3 threads, from before the rollback starts until it is done:
+    # the budget fills, then every write is refused, while the pods are replaced.
+    done = threading.Event()
+    answers: list[tuple[str, int, str]] = []
+
+    def writer(index: int) -> None:
+        client = KubeAPI(plane)
+        for attempt in range(100000):
+            if done.is_set():
+                return
+            name = f"w{index}-{attempt}"
+            status, body = client.create(apps_path("vminstances", namespace), vm_body(namespace, name, 1))
+            answers.append((name, status, body.get("message", "") if status != 201 else ""))
+            time.sleep(0.2)
+
+    with ThreadPoolExecutor(4) as pool:
+        writers = [pool.submit(writer, index) for index in range(3)]
+        time.sleep(2)
+        try:
+            run_runbook_block(plane, tools, command)
+        finally:
+            done.set()
+        for future in writers:
+            future.result()
+    admitted = sorted(name for name, status, _ in answers if status == 201)
+    names = sorted(vm["metadata"]["name"] for vm in stored(api, namespace))
+    assert admitted == names and len(names) == 10, (answers, names)  # enforced throughout the rollback
+    budget = [name for name, status, message in answers if status == 403 and "exceeded GPU budget" in message]
+    closed = [(status, message) for _, status, message in answers
+              if status != 201 and "exceeded GPU budget" not in message]
+    print(f"\nduring the rollback: {len(answers)} writes, {len(admitted)} admitted, {len(budget)} refused "
+          f"over budget, {len(closed)} refused failing closed {closed[:3]}")
+    assert len(admitted) + len(budget) + len(closed) == len(answers)
+    assert all(status in (403, 500, 503, 504) for status, _ in closed), closed
+    wait_for("the rolled-back Deployment settled", lambda: deployment_settled(plane))
+    pods = webhook_pods(plane)
+    assert not before & {p["metadata"]["name"] for p in pods}, (before, pods)  # every pod replaced
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {image}
+    wait_for("the rolled-back configuration registered", lambda: validating_timeout(plane) == 10, 60)
+    # the rollback turned injection off: the MutatingWebhookConfiguration is deleted
+    wait_for("the MutatingWebhookConfiguration deleted", lambda: registered(plane) == [
+        f"validatingwebhookconfigurations/{RELEASE}"], 60)
+    history = json.loads(plane.node.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+    assert history[-1]["status"] == "deployed" and history[-1]["description"] == f"Rollback to {good}", history[-1]
+    # and enforcing after it
+    status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "after-rollback", 1))
+    assert status == 403 and "exceeded GPU budget" in body["message"], body
+
+
+def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_failure(plane, api):
+    """Issue 29 item 1 on the real node. The chart uninstalled first: nothing stays registered,
+    and an over-budget tenant write goes through unchecked. Installed again with an image that
+    cannot start (a reference the node does not hold, never pulled: ErrImageNeverPull, as an
+    image that cannot be pulled): the pods exist and never run, nothing is registered, the same
+    kind of write goes through exactly as with no webhook, and `helm install --wait` fails with
+    the release marked failed. Uninstalled, nothing is registered; installed with the image
+    that starts, the ready pods register the configuration and the next write is refused."""
+    chart = str(ROOT / "charts" / "cozyrender-webhook")
+    namespace = make_tenant(api, "order", {A100: 2})
+    wait_cached_tenant(plane, namespace)
+    status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "installed", 3))
+    assert status == 403 and "exceeded GPU budget" in body["message"], body  # the installed webhook decides
+
+    def admitted_unchecked(name: str) -> None:
+        # The API server drops a deleted configuration within moments: until then, refused
+        # (nothing stored); from then on the over-budget write is stored, as with no webhook.
+        answers = []
+
+        def stored_now() -> bool:
+            answers.append(api.create(apps_path("vminstances", namespace), vm_body(namespace, name, 3)))
+            return answers[-1][0] == 201
+
+        wait_for(f"{name} admitted unchecked ({answers[-1:]})", stored_now, 30)
+
+    try:
+        plane.node.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
+        wait_for("the configuration deleted with the chart", lambda: registered(plane) == [], 60)
+        admitted_unchecked("no-webhook")
+
+        broken = {**plane.node.webhook_values, "image": "cozyrender.local/not-on-this-node:0"}
+        installing = ThreadPoolExecutor(1)
+        install = installing.submit(plane.node.helm, "install", RELEASE, chart, "-n", NAMESPACE,
+                                    "--wait", "--timeout", "40s", values=broken, check=False)
+
+        def never_pulled() -> list[dict]:
+            pods = webhook_pods(plane)
+            reasons = [s.get("state", {}).get("waiting", {}).get("reason") for p in pods
+                       for s in p["status"].get("containerStatuses", [])]
+            return pods if len(pods) == 2 and reasons == ["ErrImageNeverPull"] * 2 else []
+
+        pods = wait_for("the webhook pods created and unable to start", never_pulled, 60)
+        assert not any(map(ready, pods))
+        configmap = kubectl_json(plane, "-n", NAMESPACE, "get", "configmap", f"{RELEASE}-webhooks")
+        assert "validating.yaml" in configmap["data"]  # installed, and waiting for a ready replica
+        assert registered(plane) == []
+        admitted_unchecked("during-install")  # while Helm still waits
+        done = install.result()
+        installing.shutdown()
+        assert done.returncode != 0, done.stdout
+        print(f"\nhelm install --wait: {done.stderr.strip().splitlines()[-1]}")
+        release = json.loads(plane.node.helm("status", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+        assert release["info"]["status"] == "failed", release["info"]
+        assert registered(plane) == []
+        admitted_unchecked("after-failed-install")
+        plane.node.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
+        assert registered(plane) == []
+    finally:  # the release the other tests use, with the image that starts
+        if plane.node.helm("status", RELEASE, "-n", NAMESPACE, check=False).returncode == 0:
+            plane.node.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m", check=False)
+        plane.node.helm("install", RELEASE, chart, "-n", NAMESPACE, "--wait", "--timeout", "5m",
+                        values=plane.node.webhook_values)
+    wait_for("the Deployment settled", lambda: deployment_settled(plane))
+    assert registered(plane) == [f"validatingwebhookconfigurations/{RELEASE}"]
+    wait_cached_tenant(plane, namespace)
+    answers = []
+
+    def refused() -> bool:  # the API server's view of the configuration follows within moments
+        answers.append(api.create(apps_path("vminstances", namespace), vm_body(namespace, "reinstalled", 1)))
+        return answers[-1][0] == 403 and "exceeded GPU budget" in answers[-1][1].get("message", "")
+
+    wait_for(f"the write refused by the reinstalled webhook ({answers[-1:]})", refused, 30)

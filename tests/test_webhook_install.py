@@ -16,12 +16,12 @@ with real Helm 4 against the real control plane (tools/controlplane).
   Service's endpoints (kube-apiserver `--enable-aggregator-routing=true`), never
   through a DNS name: with no endpoint the call is refused saying so (item 7).
 
-On a cluster with a kubelet (the `node` work), the same install with an image
-that cannot start needs: the Deployment's pods created and failing
-(ImagePullBackOff or CrashLoopBackOff), `kubectl get pods` showing it, and the
-same three assertions (nothing registered, the over-budget write admitted, the
-release failed); with a good image, the pods' readiness then registers the
-configurations over the Service's endpoints.
+On the real node, tests/test_node_cluster.py::test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_failure
+runs the same install with an image that cannot start: the Deployment's pods
+created and failing (ErrImageNeverPull), the same three assertions (nothing
+registered, the over-budget write admitted, the release failed), and with the
+image that starts, the pods' readiness registering the configuration over the
+Service's endpoints.
 """
 
 from __future__ import annotations

@@ -22,6 +22,10 @@ least its declared values, so the pools above are decided on those.
 The owner named beside the object is the Tenant owning its namespace:
 the one a hoster asks to fix or delete it.
 
+`decide_write` makes `cozyrender check`'s decision on a state holding such
+objects as the webhook makes it: each found while indexing and deciding is
+left out, and the write is refused when it bears on one.
+
 Pure functions, no I/O.
 """
 
@@ -32,7 +36,9 @@ from dataclasses import dataclass
 
 from cozyrender.values_secret import SECRET_NAME as VALUES_SECRET_NAME
 
-from .index import BudgetState
+from cozyrender.kube.shape import ShapeError, ref
+
+from .index import BudgetState, object_identity
 from .tree import ROOT_NAMESPACE, is_tenant_namespace, is_within, owned_namespace, parent_namespace
 
 # Kinds whose unreadable copy bears on every decision.
@@ -97,6 +103,29 @@ def described(found: UnreadableObject) -> str:
     return f"{found.ref}{f' (in the namespace of {who})' if who else ''}: {found.why.removeprefix(found.ref + ': ')}"
 
 
+def unreadable_state_object(err: ShapeError, objects: Iterable[Mapping]) -> UnreadableObject | None:
+    """The object of `objects` that ShapeError `err` is about, as an
+    unreadable object, when the error is about one of its fields and its
+    kind, namespace and name read (so it can be named and placed, as the
+    webhook's cache places it); None when `err` is about something else:
+    an object with no usable name, two different copies of one object, two
+    Tenants owning one namespace (the state itself is contradictory), or
+    an object not among `objects` (the write)."""
+    obj = err.obj
+    if obj is None or getattr(err, "other", None) is not None or not err.field or not err.field[0]:
+        return None
+    if not any(item is obj for item in objects):
+        return None
+    try:
+        identity = object_identity(obj)
+    except ShapeError:
+        return None
+    if identity is None:
+        return None
+    _, kind, namespace, name = identity
+    return UnreadableObject(kind, namespace or None, name, str(err))
+
+
 def _pools(state: BudgetState, namespace: str | None) -> set[str]:
     if namespace is None or not is_tenant_namespace(namespace):
         return set()
@@ -149,4 +178,75 @@ def refusal_reason(state: BudgetState, unreadable: Iterable[UnreadableObject], o
             "until the object is fixed or deleted")
 
 
-__all__ = ["UnreadableObject", "bearing", "described", "owner", "refusal_reason"]
+# Objects the rules cannot read that a write's check leaves out before it stops
+# and calls the state unusable (each one found costs one more indexing).
+MAX_LEFT_OUT = 50
+
+
+def decide_write(objects: list[Mapping], write: Mapping, platform_vgpu: bool | None = None):
+    """`check_write`'s decision on `write`, made as the webhook makes it
+    when the state holds objects the rules cannot read (issue 28 item 2):
+    each is left out of the index; a write whose pools (or subtree) hold
+    one is refused naming it and the Tenant owning its namespace; any other
+    write is decided as usual, with a warning naming what was left out. An
+    error that is not about one nameable state object (two different
+    copies, two Tenants owning one namespace, the write itself) is raised:
+    bad input."""
+    from .checks import Decision, Reason
+    from .index import index_state
+    from .write import check_write
+
+    kept, left_out = objects, []
+    while True:
+        try:
+            state = index_state(kept)
+            decision = check_write(state, write, platform_vgpu=platform_vgpu)
+            break
+        except ShapeError as err:
+            found = unreadable_state_object(err, kept)
+            if found is None:  # the write's own problem is named as it is
+                raise (naming_owner(err) if any(item is err.obj for item in kept) else err) from None
+            if len(left_out) == MAX_LEFT_OUT:
+                named = naming_owner(err)
+                raise type(named)(f"more than {MAX_LEFT_OUT} objects the rules cannot read, so the state is not "
+                                  f"usable; one is {named}", err.obj) from None
+            left_out.append(found)
+            kept = [item for item in kept if item is not err.obj]
+    if not left_out:
+        return decision
+    reason = refusal_reason(state, left_out, write)
+    if reason is not None:  # as the webhook: nothing else is decided
+        return Decision((Reason("metadata.namespace", reason),))
+    shown = "; ".join(described(item) for item in sorted(left_out, key=lambda item: item.ref)[:3])
+    more = f" and {len(left_out) - 3} more" if len(left_out) > 3 else ""
+    note = (f"{len(left_out)} object(s) the rules cannot read are left out of the state; none is in the pools "
+            f"this write is decided in, so it is decided as usual (the webhook refuses writes in theirs): "
+            f"{shown}{more}")
+    return Decision(decision.reasons, (*decision.warnings, note))
+
+
+def naming_owner(err: ShapeError) -> ShapeError:
+    """ShapeError `err`, its object named with the Tenant owning its namespace
+    as the webhook names it (`Pod tenant-foo/p (in the namespace of Tenant
+    tenant-root/foo): ...`); unchanged when no Tenant owns it or the object
+    has no usable name."""
+    obj = err.obj
+    try:
+        identity = object_identity(obj) if obj is not None else None
+    except ShapeError:
+        identity = None
+    if identity is None or not str(err).startswith(f"{ref(obj)}: "):
+        return err
+    _, kind, namespace, name = identity
+    found = UnreadableObject(kind, namespace or None, name, str(err))
+    if owner(found.home) is None:
+        return err
+    named = ShapeError(described(found), obj)
+    named.field = err.field
+    if getattr(err, "other", None) is not None:
+        named.other = err.other  # type: ignore[attr-defined]
+    return named
+
+
+__all__ = ["MAX_LEFT_OUT", "UnreadableObject", "bearing", "decide_write", "described", "naming_owner", "owner",
+           "refusal_reason", "unreadable_state_object"]

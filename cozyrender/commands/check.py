@@ -6,6 +6,15 @@
 
 Exit 0 admitted (or a clean audit), 1 refused (or an audit with errors),
 2 bad input. A thin shell over `cozyrender.budgets`.
+
+A state object the rules cannot read (issue 28 item 2) is decided around as
+the webhook does: for a write, it is left out; the write is refused when its
+pools hold it, naming it and the Tenant owning its namespace, and decided as
+usual otherwise (with a warning naming it). An audit would have to vouch for
+its pools, so it is bad input, named the same way. Still bad input for a
+write: an object with no usable name, two different copies of one object,
+two Tenants owning one namespace, more than 50 such objects, and the write
+itself (`cozyrender.budgets.unreadable.decide_write`).
 """
 
 from __future__ import annotations
@@ -51,9 +60,11 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
             kube_context: str | None, write_files: tuple[str, ...], output: str, platform_vgpu: str | None) -> None:
     """Check a write against the GPU budgets and GPU classes of a state, or
     audit the whole state when no --write is given."""
-    from cozyrender.budgets import ERROR, Decision, audit, check_write, index_state
+    from cozyrender.budgets import ERROR, Decision, audit, index_state
     from cozyrender.budgets.audit import with_spec_findings
+    from cozyrender.budgets.unreadable import decide_write, naming_owner
     from cozyrender.budgets.write import namespaces_held, unknown_namespace
+    from cozyrender.kube.shape import ShapeError
     from cozyrender.state import StateError, parse_documents
 
     paths = state_paths + more_state
@@ -78,10 +89,13 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
         # after indexing, which pauses the collector itself) scans them again;
         # they live until exit, nothing to collect there anyway.
         gc.freeze()
-        state = index_state(objects)  # a malformed object first: the more precise error
         if write_file is None:
-            _require_state(objects, None)
-            findings = with_spec_findings(audit(state), objects)
+            try:
+                state = index_state(objects)
+                _require_state(objects, None)
+                findings = with_spec_findings(audit(state), objects)
+            except ShapeError as err:  # no audit of a state it cannot read: bad input, its owner named
+                raise naming_owner(err) from None
         else:
             written = parse_documents(read_text(write_file), source_name(write_file))
             loaded.append(written)
@@ -89,7 +103,7 @@ def command(state_paths: tuple[str, ...], more_state: tuple[str, ...], kubeconfi
                 raise StateError(f"{source_name(write_file)}: holds {len(written)} objects; "
                                  "--write takes exactly one")
             _require_state(objects, written[0])
-            decision = check_write(state, written[0], platform_vgpu=override)
+            decision = decide_write(objects, written[0], platform_vgpu=override)
             missing = unknown_namespace(namespaces_held(objects), written[0])
             if missing is not None:
                 decision = Decision((*decision.reasons, missing), decision.warnings)

@@ -332,16 +332,21 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self.helm("install", release, str(REPO / "charts" / "cozyrender-webhook"), "--namespace", namespace,
                   "--wait", "--timeout", timeout, values=values)
 
-    def helm(self, *args: str, values: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    def helm_env(self) -> dict:
+        """The environment Helm runs in against this plane: its own home under the run's folder."""
+        helm_home = self.plane.dir / "helm"
+        return {**os.environ, "KUBECONFIG": str(self.plane.kubeconfig), "HELM_CACHE_HOME": str(helm_home),
+                "HELM_CONFIG_HOME": str(helm_home), "HELM_DATA_HOME": str(helm_home)}
+
+    def helm(self, *args: str, values: dict | None = None, timeout: float = 600,
+             check: bool = True) -> subprocess.CompletedProcess:
         plane = self.plane
-        helm_home = plane.dir / "helm"
         argv = [str(plane.bin / "helm4"), *args, f"--kubeconfig={plane.kubeconfig}"]
         if values is not None:
             values_file = self.dir / "webhook-values.yaml"
             values_file.write_text(yaml.safe_dump(values))
             argv += ["-f", str(values_file)]
-        return _run(argv, timeout=timeout, env={**os.environ, "HELM_CACHE_HOME": str(helm_home),
-                                                "HELM_CONFIG_HOME": str(helm_home), "HELM_DATA_HOME": str(helm_home)})
+        return _run(argv, check=check, timeout=timeout, env=self.helm_env())
 
     def node(self) -> dict | None:
         result = self.plane.kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
