@@ -45,6 +45,9 @@ NODE_NAME = "cozyrender-node"
 PAUSE_IMAGE = "cozyrender.local/pause:3.10"
 CNI_BIN = Path("/usr/lib/cni")
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+# One test node per machine: the kubelet's device-plugin socket (above) is machine-wide. This file
+# names the node folder of the node running now; `cleanup` removes it.
+MACHINE_LOCK = Path("/run/cozyrender-test-node")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The kernel tunables a kubelet sets at start (pkg/kubelet/cm: setupKernelTunables); put back on cleanup.
 KERNEL_TUNABLES = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
@@ -113,6 +116,7 @@ class Node:
         for binary in ("kubelet", "kube-scheduler"):
             if not (self.plane.bin / binary).exists():
                 raise NodeError(f"{self.plane.bin / binary} is missing: run `make node`")
+        self._claim_machine()
         self.dir.mkdir(parents=True, exist_ok=True)
         tunables = {name: Path("/proc/sys", name).read_text().strip() for name in KERNEL_TUNABLES}
         self._save(tunables=tunables)
@@ -125,6 +129,18 @@ class Node:
         if self.gpus:
             self._device_plugin()
         self.wait_ready()
+
+    def _claim_machine(self) -> None:
+        """Refuse a second node while another one's state is on the machine (two kubelets would
+        share the device-plugin socket and break each other)."""
+        try:
+            holder = Path(MACHINE_LOCK.read_text().strip())
+        except OSError:
+            holder = None
+        if holder is not None and holder != self.dir and (holder / "node.json").exists():
+            raise NodeError(f"a test node ({holder}) is already on this machine, and only one can be: stop it first "
+                            f"(`python tools/controlplane/cluster.py down --dir {holder.parent}`)")
+        MACHINE_LOCK.write_text(f"{self.dir}\n")
 
     def _network(self) -> None:
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
@@ -383,9 +399,19 @@ def _pids_matching(needle: str) -> list[int]:
     return pids
 
 
+def release_machine(directory: Path) -> None:
+    """The machine lock off, if the node of `directory` holds it."""
+    try:
+        if Path(MACHINE_LOCK.read_text().strip()) == (Path(directory) / "node").resolve():
+            MACHINE_LOCK.unlink()
+    except OSError:
+        pass
+
+
 def cleanup(directory: Path) -> None:
     """Remove what a node in `directory` left on the machine (its processes are gone or going)."""
     state_file = Path(directory) / "node" / "node.json"
+    release_machine(directory)
     if not state_file.exists():
         return
     state = json.loads(state_file.read_text())
