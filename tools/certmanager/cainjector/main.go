@@ -12,11 +12,13 @@ import (
 
 	cmscheme "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned/scheme"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
+	"github.com/cert-manager/cert-manager/pkg/util"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -29,7 +31,7 @@ func fail(code int, err error) {
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file; empty: the pod's service account")
+	// --kubeconfig is controller-runtime's own flag (empty: the pod's service account).
 	namespace := flag.String("namespace", "", "inject only into objects of this namespace; empty: all")
 	healthAddr := flag.String("health-address", ":9404", "address of /healthz and /readyz (\"0\": off)")
 	klog.InitFlags(nil)
@@ -39,16 +41,22 @@ func main() {
 	}
 	ctrl.SetLogger(klog.NewKlogr())
 
-	cfg, cfgErr := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if cfgErr != nil {
-		fail(2, cfgErr)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fail(2, err)
 	}
+	// "cert-manager-cainjector/...": its prefix is the field manager of what it applies.
+	cfg = util.RestConfigWithUserAgent(cfg, "cainjector")
 	scheme := runtime.NewScheme()
 	if err := kscheme.AddToScheme(scheme); err != nil {
 		fail(1, err)
 	}
-	if err := cmscheme.AddToScheme(scheme); err != nil {
-		fail(1, err)
+	// The kinds it injects into: webhook configurations (client-go's scheme), CRDs and APIServices.
+	for _, add := range []func(*runtime.Scheme) error{cmscheme.AddToScheme, apiextensionsv1.AddToScheme,
+		apiregistrationv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			fail(1, err)
+		}
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
