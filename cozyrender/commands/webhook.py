@@ -95,7 +95,7 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     from cozyrender.webhook.cache import Cache
     from cozyrender.webhook.ledger import Arbiter, ConfigMapShards, LedgerError
     from cozyrender.webhook.metrics import Metrics
-    from cozyrender.webhook.server import serve, tls_context
+    from cozyrender.webhook.server import ReloadingTLS, serve, tls_context
 
     import logging
 
@@ -111,14 +111,14 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     for path in (tls_cert, tls_key, *([client_ca] if client_ca else [])):
         read_bytes(path)  # a missing or unreadable file, in the commands' words
     try:
-        tls = tls_context(tls_cert, tls_key)
+        tls_context(tls_cert, tls_key)
     except (ssl.SSLError, OSError, ValueError):
         fail(f"cannot use the certificate {tls_cert} and key {tls_key}: not a PEM certificate and its private key")
-    if client_ca:
-        try:
-            tls = tls_context(tls_cert, tls_key, client_ca)
-        except (ssl.SSLError, OSError, ValueError):
-            fail(f"--client-ca {client_ca}: not a PEM CA certificate")
+    try:
+        # Loaded again when the files change: a renewed Secret is served without a restart.
+        tls = ReloadingTLS(tls_cert, tls_key, client_ca)
+    except (ssl.SSLError, OSError, ValueError):
+        fail(f"--client-ca {client_ca}: not a PEM CA certificate")
     if kubeconfig:
         read_kubeconfig(kubeconfig)
     try:
