@@ -9,7 +9,9 @@ built here (`make certmanager`, tools/controlplane/certmanager.py):
 - the ValidatingWebhookConfiguration the replicas register carries a caBundle that verifies the
   certificate the pods serve, for the Service's name, and only the replicas write that field
   (cainjector does not fight them over it);
-- through the deployed webhook an over-budget VMInstance is refused and an in-budget one admitted.
+- through the deployed webhook an over-budget VMInstance is refused and an in-budget one admitted;
+- a new CA and serving certificate issued by cert-manager are served and registered by the same
+  pods, without a restart, and writes go on being checked.
 
 Traffic goes only to loopback and to the pod addresses of the bridge the run created.
 """
@@ -223,3 +225,58 @@ def test_budgets_are_enforced_through_the_webhook_cert_manager_secured(plane, ap
     status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "fits", 2))
     assert status == 201, body
     assert [vm["metadata"]["name"] for vm in stored(api, namespace)] == ["fits"]
+
+
+def test_a_renewed_ca_is_followed_without_restarting_the_pods(plane, api):
+    """cert-manager issues a new CA and, from it, a new serving certificate (both Secrets
+    deleted, as a renewal past the CA's lifetime or a compromised key would have it): the
+    replicas serve the new certificate and register the new CA, with no restart and no second
+    writer of the caBundle; writes keep being checked through the webhook."""
+    webhook = {p["metadata"]["name"]: p for p in pods(plane, NAMESPACE, "cozyrender-webhook")}
+    old_ca = serving_secret(plane)["ca.crt"]
+
+    def issued(name: str) -> dict[str, bytes] | None:
+        result = plane.kubectl("-n", NAMESPACE, "get", "secret", name, "-o", "json", check=False)
+        if result.returncode:
+            return None
+        return {k: base64.b64decode(v) for k, v in json.loads(result.stdout).get("data", {}).items()}
+
+    plane.kubectl("-n", NAMESPACE, "delete", "secret", f"{RELEASE}-ca")
+    new_ca = wait_for("cert-manager issued a new CA", lambda: (
+        (s := issued(f"{RELEASE}-ca")) and s.get("tls.crt") and s["tls.crt"] != old_ca and s["tls.crt"]))
+    plane.kubectl("-n", NAMESPACE, "delete", "secret", f"{RELEASE}-tls")
+    secret = wait_for("cert-manager issued the serving certificate from the new CA", lambda: (
+        (s := issued(f"{RELEASE}-tls")) and s.get("ca.crt") == new_ca and s))
+    x509.load_pem_x509_certificate(secret["tls.crt"]).verify_directly_issued_by(
+        x509.load_pem_x509_certificate(new_ca))
+
+    def registered_ca() -> bytes:
+        configuration = kubectl_json(plane, "get", "validatingwebhookconfiguration", RELEASE)
+        return base64.b64decode(configuration["webhooks"][0]["clientConfig"]["caBundle"])
+
+    wait_for("the replicas registered the new CA", lambda: registered_ca() == new_ca, 180)
+    leaf_der = x509.load_pem_x509_certificate(secret["tls.crt"]).public_bytes(Encoding.DER)
+
+    def serving_new() -> bool:
+        try:
+            return all(served_certificate(p["status"]["podIP"], new_ca) == leaf_der for p in webhook.values())
+        except ssl.SSLError:
+            return False
+
+    wait_for("both pods serve the renewed certificate", serving_new, 180)
+    now = {p["metadata"]["name"]: p for p in pods(plane, NAMESPACE, "cozyrender-webhook")}
+    assert now.keys() == webhook.keys()  # the same pods
+    assert all(p["status"]["containerStatuses"][0]["restartCount"] == 0 for p in now.values())
+    configuration = kubectl_json(plane, "get", "validatingwebhookconfiguration", RELEASE, "--show-managed-fields")
+    writers = sorted({entry["manager"] for entry in configuration["metadata"]["managedFields"]
+                      if "f:caBundle" in json.dumps(entry.get("fieldsV1", {}))})
+    assert writers == ["cozyrender-webhook"], writers
+    # The API server verifies the renewed certificate with the registered CA: the webhook answers.
+    namespace = make_tenant(api, "cmrenew", {A100: 1})
+    tenants = len(kubectl_json(plane, "get", "tenants.apps.cozystack.io", "-A")["items"])
+    wait_for("both webhook pods' caches hold the tenant", lambda: all(
+        cache_objects(p["status"]["podIP"], new_ca, "Tenant") >= tenants for p in now.values()), 60)
+    status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "big", 2))
+    assert status == 403 and "exceeded GPU budget" in body["message"], body
+    status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "fits", 1))
+    assert status == 201, body
