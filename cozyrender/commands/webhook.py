@@ -116,6 +116,7 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
         fail(f"cannot use the certificate {tls_cert} and key {tls_key}: not a PEM certificate and its private key")
     try:
         # Loaded again when the files change: a renewed Secret is served without a restart.
+        # The pair loaded just above, so only the client CA can fail here.
         tls = ReloadingTLS(tls_cert, tls_key, client_ca)
     except (ssl.SSLError, OSError, ValueError):
         fail(f"--client-ca {client_ca}: not a PEM CA certificate")
