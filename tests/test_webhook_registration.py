@@ -85,3 +85,37 @@ def test_the_chart_renders_what_the_replicas_read(helm4):
     assert sorted(c["kind"] for c in decided.apply) == ["MutatingWebhookConfiguration",
                                                          "ValidatingWebhookConfiguration"]
     assert decided.delete == []
+
+
+def test_the_replicas_are_the_only_writer_of_the_ca_bundle():
+    """A configuration asking cert-manager's cainjector to inject (an older chart rendered the
+    annotation) is registered without the request, so cainjector never force-applies a bundle
+    over the replicas' (and they over its, every pass), whatever the two read."""
+    asking = configuration("ValidatingWebhookConfiguration", "/validate")
+    asking["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": "n/w-tls", "team": "gpu"}
+    only = configuration("MutatingWebhookConfiguration", "/mutate")
+    only["metadata"]["annotations"] = {"cert-manager.io/inject-ca-from": "n/w-tls"}
+    decided = plan([asking, only], ["/validate", "/mutate"], OWNER, "UEVN")
+    assert [c["metadata"].get("annotations") for c in decided.apply] == [{"team": "gpu"}, None]
+    assert [c["webhooks"][0]["clientConfig"]["caBundle"] for c in decided.apply] == ["UEVN", "UEVN"]
+    assert asking["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == "n/w-tls"  # input kept
+
+
+def test_the_ca_file_is_read_again_at_each_pass(tmp_path):
+    """The serving Secret's ca.crt as the kubelet keeps it: a renewed CA is what the next
+    registration pass writes, not the one the replica started with."""
+    import base64
+
+    from cozyrender.webhook.registration import ca_bundle_file
+
+    path = tmp_path / "ca.crt"
+    read = ca_bundle_file(str(path))
+    assert read() is None  # no Secret mounted yet
+    first = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+    path.write_bytes(first)
+    assert base64.b64decode(read()) == first
+    renewed = b"-----BEGIN CERTIFICATE-----\nBBBB\n-----END CERTIFICATE-----\n"
+    path.write_bytes(renewed)
+    assert base64.b64decode(read()) == renewed
+    path.write_bytes(b"not a certificate")
+    assert read() is None

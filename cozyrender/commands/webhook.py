@@ -13,6 +13,7 @@ flight are answered). A thin shell over `cozyrender.webhook`.
 from __future__ import annotations
 
 import math
+import os
 import signal
 import threading
 
@@ -94,7 +95,7 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     from cozyrender.webhook.cache import Cache
     from cozyrender.webhook.ledger import Arbiter, ConfigMapShards, LedgerError
     from cozyrender.webhook.metrics import Metrics
-    from cozyrender.webhook.server import serve, tls_context
+    from cozyrender.webhook.server import ReloadingTLS, serve, tls_context
 
     import logging
 
@@ -110,14 +111,15 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     for path in (tls_cert, tls_key, *([client_ca] if client_ca else [])):
         read_bytes(path)  # a missing or unreadable file, in the commands' words
     try:
-        tls = tls_context(tls_cert, tls_key)
+        tls_context(tls_cert, tls_key)
     except (ssl.SSLError, OSError, ValueError):
         fail(f"cannot use the certificate {tls_cert} and key {tls_key}: not a PEM certificate and its private key")
-    if client_ca:
-        try:
-            tls = tls_context(tls_cert, tls_key, client_ca)
-        except (ssl.SSLError, OSError, ValueError):
-            fail(f"--client-ca {client_ca}: not a PEM CA certificate")
+    try:
+        # Loaded again when the files change: a renewed Secret is served without a restart.
+        # The pair loaded just above, so only the client CA can fail here.
+        tls = ReloadingTLS(tls_cert, tls_key, client_ca)
+    except (ssl.SSLError, OSError, ValueError):
+        fail(f"--client-ca {client_ca}: not a PEM CA certificate")
     if kubeconfig:
         read_kubeconfig(kubeconfig)
     try:
@@ -177,10 +179,13 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     cache.start()
     registrar = None
     if register:
-        from cozyrender.webhook.registration import Registrar
+        from cozyrender.webhook.registration import Registrar, ca_bundle_file
 
+        # `ca.crt` beside the serving certificate (cert-manager's Secret holds the CA that signed
+        # it there), read at each registration pass: a renewed Secret is followed.
         registrar = Registrar(ledger_client, namespace, register, register_owner, routes, ready,
-                              ca_bundle=_ca_bundle(tls_cert), metrics=metrics)
+                              ca_bundle=ca_bundle_file(os.path.join(os.path.dirname(tls_cert), "ca.crt")),
+                              metrics=metrics)
         registrar.start(stopping)
     if flux_injection:
         # With --register, the loop writes only while the chart lists the MutatingWebhookConfiguration
@@ -214,17 +219,3 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
         cache.stop()
         server.server_close()
 
-
-def _ca_bundle(tls_cert: str) -> str | None:
-    """The base64 PEM of `ca.crt` beside the serving certificate (cert-manager's Secret holds
-    the CA that signed it there), for configurations rendered without a caBundle."""
-    import base64
-    import os
-
-    path = os.path.join(os.path.dirname(tls_cert), "ca.crt")
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError:
-        return None
-    return base64.b64encode(data).decode() if b"BEGIN CERTIFICATE" in data else None

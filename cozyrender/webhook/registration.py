@@ -21,7 +21,13 @@ anything, and Helm's `--wait` reports the failed release.
   so a replica still terminating cannot register them again.
 - With no caBundle in the rendered configuration (cert-manager mode), the CA
   that signed the serving certificate (`ca.crt` beside it, as cert-manager's
-  Secret holds it) is filled in.
+  Secret holds it) is filled in, read again at every pass: the Secret the
+  kubelet keeps up to date is the source, never the file as it was when the
+  replica started. The replicas are the only writer of that field: a
+  configuration that asks cert-manager's cainjector to inject
+  (`cert-manager.io/inject-ca-from`) is registered without the request, so the
+  two never force-apply different bundles over each other (cainjector reacts
+  to every change of the configuration, the replicas re-apply every pass).
 - Registration is repeated every `interval` seconds while ready (an apply
   that changes nothing writes nothing): a configuration deleted by hand comes
   back once a replica is ready, which is how the "webhook down" runbook
@@ -46,6 +52,8 @@ log = logging.getLogger("cozyrender.webhook.registration")
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 FIELD_MANAGER = "cozyrender-webhook"
 INTERVAL = 15.0
+# cert-manager's cainjector writes the caBundle of a configuration carrying this annotation.
+INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 
 
 class RegistrationError(Exception):
@@ -99,6 +107,13 @@ def plan(configurations: Iterable[Mapping], served: Iterable[str], owner: Mappin
             continue
         obj = yaml.safe_load(yaml.safe_dump(dict(configuration)))  # a deep copy
         meta = obj["metadata"]
+        annotations = meta.get("annotations") or {}
+        if INJECT_CA_FROM in annotations:  # one writer of caBundle: the replicas
+            annotations = {k: v for k, v in annotations.items() if k != INJECT_CA_FROM}
+            if annotations:
+                meta["annotations"] = annotations
+            else:
+                meta.pop("annotations")
         if owner is not None:
             meta["ownerReferences"] = [dict(owner)]
         if ca_bundle:
@@ -125,8 +140,8 @@ class Registrar:
     """Applies `plan` from the ConfigMap while `ready()` holds."""
 
     def __init__(self, client, namespace: str, configmap: str, owner_role: str, served: Iterable[str],
-                 ready: Callable[[], bool], ca_bundle: str | None = None, interval: float = INTERVAL,
-                 metrics=None) -> None:
+                 ready: Callable[[], bool], ca_bundle: str | Callable[[], str | None] | None = None,
+                 interval: float = INTERVAL, metrics=None) -> None:
         self.client = client
         self.namespace, self.configmap, self.owner_role = namespace, configmap, owner_role
         self.served = tuple(served)
@@ -170,7 +185,8 @@ class Registrar:
             return None
         configurations = read_configurations(source.data or {})
         self.listed = {c["kind"] for c in configurations}
-        decided = plan(configurations, self.served, owner, self.ca_bundle)
+        ca_bundle = self.ca_bundle() if callable(self.ca_bundle) else self.ca_bundle
+        decided = plan(configurations, self.served, owner, ca_bundle)
         for obj in decided.apply:
             self.client.patch(_resource(obj["kind"]), obj["metadata"]["name"], obj, patch_type=PatchType.APPLY,
                               field_manager=FIELD_MANAGER, force=True)
@@ -211,5 +227,21 @@ class Registrar:
         return thread
 
 
-__all__ = ["FIELD_MANAGER", "INTERVAL", "KINDS", "Plan", "Registrar", "RegistrationError", "plan",
-           "read_configurations"]
+def ca_bundle_file(path: str) -> Callable[[], str | None]:
+    """A reader of the base64 PEM CA at `path`, read at each call (None while it is missing or
+    holds no certificate): the Secret volume the kubelet updates when cert-manager renews."""
+    import base64
+
+    def read() -> str | None:
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except OSError:
+            return None
+        return base64.b64encode(data).decode() if b"BEGIN CERTIFICATE" in data else None
+
+    return read
+
+
+__all__ = ["FIELD_MANAGER", "INJECT_CA_FROM", "INTERVAL", "KINDS", "Plan", "Registrar", "RegistrationError",
+           "ca_bundle_file", "plan", "read_configurations"]

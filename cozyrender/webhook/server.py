@@ -25,11 +25,19 @@ none is refused with 401 before its body is read: no route runs, no ledger
 entry is written. kube-apiserver presents its certificate through its
 AdmissionConfiguration (a kubeconfig per webhook). GETs of `/healthz`,
 `/readyz` and `/metrics` stay open to the kubelet's probes and Prometheus.
+
+A renewed certificate is served without a restart (`ReloadingTLS`): cert-manager
+renews the serving certificate (every 60 days by default) and the kubelet
+updates the mounted Secret; the files are checked every few seconds and a new
+context is made from them for the connections accepted after. The registered
+caBundle follows the same Secret (cozyrender.webhook.registration).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import socket
 import ssl
 import threading
@@ -42,6 +50,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import admission
 from .metrics import Metrics
+
+log = logging.getLogger("cozyrender.webhook.server")
 
 MAX_BODY = 3 * 1024 * 1024  # the API server's own request limit is 3 MiB
 MAX_DEPTH = 100  # JSON nesting; an AdmissionReview of these kinds is a dozen levels deep
@@ -56,7 +66,7 @@ class WebhookServer(ThreadingHTTPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | None, routes: dict[str, Route],
+    def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | ReloadingTLS | None, routes: dict[str, Route],
                  ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "") -> None:
         self.tls = tls
         # A client certificate is required for the routes when the context verifies them.
@@ -99,6 +109,54 @@ class WebhookServer(ThreadingHTTPServer):
         thread = threading.Thread(target=self.serve_forever, name="webhook-https", daemon=True)
         thread.start()
         return thread
+
+
+class ReloadingTLS:
+    """`tls_context` of the files, made again when they change (checked at most every
+    `interval` seconds, when a connection is accepted). A change is seen by each file's inode,
+    size and mtime: the kubelet swaps a Secret volume's files by renaming, so a renewal gives
+    new inodes. Files that do not load (read mid-update, a key not matching the certificate)
+    leave the current context in use and are tried again at the next check."""
+
+    def __init__(self, cert_file: str, key_file: str, client_ca: str | None = None, interval: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.files = (cert_file, key_file, client_ca)
+        self.interval, self.clock = interval, clock
+        self.context = tls_context(cert_file, key_file, client_ca)
+        self.signature = self._signature()
+        self.checked = clock()
+        self.reloads = 0
+
+    @property
+    def verify_mode(self) -> ssl.VerifyMode:
+        return self.context.verify_mode
+
+    def _signature(self) -> tuple | None:
+        try:
+            return tuple((st.st_ino, st.st_size, st.st_mtime_ns)
+                         for st in (os.stat(path) for path in self.files if path))
+        except OSError:
+            return None
+
+    def current(self) -> ssl.SSLContext:
+        now = self.clock()
+        if now - self.checked >= self.interval:
+            self.checked = now
+            signature = self._signature()
+            if signature is not None and signature != self.signature:
+                try:
+                    context = tls_context(*self.files)
+                except (ssl.SSLError, OSError, ValueError) as err:
+                    log.warning("cozyrender webhook: the serving certificate %s changed but does not load yet: %s",
+                                self.files[0], err)
+                else:
+                    self.context, self.signature = context, signature
+                    self.reloads += 1
+                    log.info("cozyrender webhook: serving the renewed certificate %s", self.files[0])
+        return self.context
+
+    def wrap_socket(self, sock: socket.socket, **options) -> ssl.SSLSocket:
+        return self.current().wrap_socket(sock, **options)
 
 
 def tls_context(cert_file: str, key_file: str, client_ca: str | None = None) -> ssl.SSLContext:
@@ -250,11 +308,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.close_connection = True
 
 
-def serve(address: tuple[str, int], tls: ssl.SSLContext | None, routes: dict[str, Route],
+def serve(address: tuple[str, int], tls: ssl.SSLContext | ReloadingTLS | None, routes: dict[str, Route],
           ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "",
           ) -> WebhookServer:
     """A server bound to `address` (port 0: any free port), not yet serving."""
     return WebhookServer(address, tls, routes, ready, metrics, not_ready_reason)
 
 
-__all__ = ["MAX_BODY", "MAX_DEPTH", "Route", "WebhookServer", "serve", "tls_context"]
+__all__ = ["MAX_BODY", "MAX_DEPTH", "ReloadingTLS", "Route", "WebhookServer", "serve", "tls_context"]

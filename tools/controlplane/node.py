@@ -318,8 +318,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 {"name": "KUBERNETES_SERVICE_PORT", "value": str(self.apiserver_port)}]
 
     def install_webhook_chart(self, replicas: int, release: str = "cozyrender-webhook",
-                              extra_values: dict | None = None, timeout: str = "5m") -> None:
-        """`helm install` (Helm 4) of charts/cozyrender-webhook from the image, TLS from a Secret."""
+                              extra_values: dict | None = None, timeout: str = "5m",
+                              cert_manager: bool = False) -> None:
+        """`helm install` (Helm 4) of charts/cozyrender-webhook from the image, TLS from a Secret;
+        with `cert_manager`, in the chart's default mode instead (cert-manager issues the serving
+        certificate: certmanager.py installs it first)."""
         import base64
 
         sys.path.insert(0, str(REPO / "tools" / "image"))
@@ -327,14 +330,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
         plane = self.plane
         namespace = "cozyrender-system"
-        service = f"{release}.{namespace}.svc"
-        cert, key = plane.ca.issue("webhook-service", service, server_names=(service, f"{service}.cluster.local"))
-        secret = f"{release}-serving"
-        plane.kubectl("-n", namespace, "create", "secret", "tls", secret, f"--cert={cert}", f"--key={key}")
+        if cert_manager:
+            tls = {"certManager": True}
+        else:
+            service = f"{release}.{namespace}.svc"
+            cert, key = plane.ca.issue("webhook-service", service, server_names=(service, f"{service}.cluster.local"))
+            secret = f"{release}-serving"
+            plane.kubectl("-n", namespace, "create", "secret", "tls", secret, f"--cert={cert}", f"--key={key}")
+            tls = {"certManager": False, "secretName": secret, "caBundle": base64.b64encode(plane.ca_pem).decode()}
         values = {
             "image": build.image_reference(), "imagePullPolicy": "Never", "replicas": replicas,
-            "tls": {"certManager": False, "secretName": secret,
-                    "caBundle": base64.b64encode(plane.ca_pem).decode()},
+            "tls": tls,
             "env": self.pod_env(),
             # Only kube-apiserver may call the webhook: it presents the callers' CA's certificate
             # (cluster.py's AdmissionConfiguration). No Cilium here, so no CiliumNetworkPolicy.

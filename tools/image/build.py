@@ -8,7 +8,9 @@
 wheel and its dependencies' wheels installed into it by the image's own python3 (pip run from
 its wheel, not left in the image), a non-root user (65532), entrypoint `cozyrender`, the
 `org.opencontainers.image.*` labels. `pause`: the pod sandbox image, one static Go binary
-(tools/image/pause).
+(tools/image/pause). `cert-manager`: two images, `cert-manager-controller` and
+`cert-manager-cainjector`, each one static Go binary built by `make certmanager`
+(tools/certmanager, cert-manager v1.21 from its library module) and read from --bin.
 
 Each image is written twice under --out: `<name>-image/`, an OCI image layout (umoci, skopeo
 `oci:`), and `<name>-image.tar`, the same layout in one archive with Docker's `manifest.json`
@@ -44,6 +46,8 @@ REPO = HERE.parent.parent
 REPOSITORY = "ghcr.io/cozyrender/cozyrender"
 PAUSE_REPOSITORY = "cozyrender.local/pause"
 PAUSE_TAG = "3.10"
+CERT_MANAGER_REPOSITORY = "cozyrender.local/cert-manager"
+CERT_MANAGER_VERSION = "v1.21.2"  # tools/certmanager/go.mod
 SOURCE_URL = "https://github.com/cozyrender/cozyrender"
 USER = "65532:65532"
 # The Debian sources this machine's apt uses (deb822); the other lists on it are not Debian's.
@@ -305,12 +309,45 @@ def build_pause(out: Path, work: Path, epoch: int) -> tuple[str, str]:
     return reference, manifest
 
 
+def cert_manager_reference(component: str) -> str:
+    return f"{CERT_MANAGER_REPOSITORY}-{component}:{CERT_MANAGER_VERSION}"
+
+
+def build_cert_manager(out: Path, work: Path, bin_dir: Path, epoch: int) -> list[tuple[str, str]]:
+    """One image per component, its binary at /<binary>, run as 65532 (non-root)."""
+    built = []
+    for component in ("controller", "cainjector"):
+        binary = bin_dir / f"cert-manager-{component}"
+        if not binary.is_file():
+            raise BuildError(f"{binary} is missing: run `make certmanager`")
+        rootfs = work / f"cert-manager-{component}-rootfs"
+        shutil.rmtree(rootfs, ignore_errors=True)
+        rootfs.mkdir(parents=True)
+        shutil.copyfile(binary, rootfs / binary.name)
+        (rootfs / binary.name).chmod(0o755)
+        layer = work / f"cert-manager-{component}-layer.tar.gz"
+        diff_id, digest, size = write_layer(rootfs, layer, epoch)
+        shutil.rmtree(rootfs)
+        config = {"User": USER, "Entrypoint": [f"/{binary.name}"], "WorkingDir": "/",
+                  "Labels": {**labels(epoch, f"cert-manager-{component}",
+                                      f"cert-manager {CERT_MANAGER_VERSION}'s {component} for cozyrender's test node "
+                                      "(self-signed and CA issuers only)"),
+                             "org.opencontainers.image.version": CERT_MANAGER_VERSION}}
+        reference = cert_manager_reference(component)
+        manifest = write_image(out, f"cert-manager-{component}", reference, layer, diff_id, digest, size, config,
+                               epoch, f"tools/image/build.py cert-manager: {binary.name} (tools/certmanager)")
+        layer.unlink()
+        built.append((reference, manifest))
+    return built
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="build", description=__doc__.split("\n\n")[0])
-    parser.add_argument("image", choices=("cozyrender", "pause"))
+    parser.add_argument("image", choices=("cozyrender", "pause", "cert-manager"))
     parser.add_argument("--out", default=str(REPO / "dist"))
     parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--wheelhouse", default=str(REPO / ".venv" / "wheelhouse"))
+    parser.add_argument("--bin", default=str(REPO / ".cache" / "bin"), help="cert-manager: the built binaries")
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -319,13 +356,16 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(scratch)
         try:
             if args.image == "cozyrender":
-                reference, digest = build_cozyrender(out, work, Path(args.wheelhouse).resolve(), epoch)
+                built = [build_cozyrender(out, work, Path(args.wheelhouse).resolve(), epoch)]
+            elif args.image == "cert-manager":
+                built = build_cert_manager(out, work, Path(args.bin).resolve(), epoch)
             else:
-                reference, digest = build_pause(out, work, epoch)
+                built = [build_pause(out, work, epoch)]
         except BuildError as err:
             print(f"build: error: {err}", file=sys.stderr)
             return 1
-    print(f"{args.image} {reference} {digest}")
+    for reference, digest in built:
+        print(f"{args.image} {reference} {digest}")
     return 0
 
 
