@@ -32,6 +32,15 @@ changes nothing: everything that can fail is read before anything changes.
 `state` is the live object, changed in place by each event: the caller runs
 events and checks one at a time (one event loop, or a lock), never a check
 during an event.
+
+Compact pods (`LiveIndex(compact_pods=True)`, what the webhook's cache
+uses): a pod is kept as its name and what the usage rules read of it
+(`usage.compact_pod`): one shared reading for every pod of the same
+figures, its own copy only for a pod the rules refuse or read field by
+field. `state.pods` then lists those readings, so every figure, decision
+and error is the same as for the whole pods (a property test holds it),
+but the lists are not the pod objects: `objects()` gives each pod back as
+its name and reading, and the contract above holds for every other field.
 """
 
 from __future__ import annotations
@@ -47,23 +56,92 @@ from cozyrender.gpuclass.conflicts import find_conflicts
 from . import index as ix
 from .index import BudgetState, Indexed, index_state
 from .tree import ancestors, is_tenant_namespace, parent_namespace
-from .usage import usage_under
+from .usage import compact_pod, usage_under
 
 
 class LiveIndex:
-    def __init__(self, objects: Iterable[Mapping] = ()) -> None:
+    def __init__(self, objects: Iterable[Mapping] = (), compact_pods: bool = False) -> None:
         self._objects: dict[tuple, Mapping] = {}
-        for obj in objects:
-            self._objects[_identity(obj)] = obj
+        self._compact = compact_pods
+        # Compact pods: namespace -> pod name -> its reading (pods are then not in `_objects`).
+        self._pods: dict[str, dict] = {}
+        self._pod_count = 0
+        self._add(objects)
         self._build()
+
+    @property
+    def compact_pods(self) -> bool:
+        return self._compact
+
+    def _add(self, objects: Iterable[Mapping]) -> None:
+        for obj in objects:
+            identity = _identity(obj)
+            if self._compact and identity[:2] == _POD:
+                self._store_pod(identity, compact_pod(obj)[0])
+            else:
+                self._objects[identity] = obj
+
+    def _store_pod(self, identity: tuple, reading: Mapping | None) -> None:
+        namespace, name = identity[2], identity[3]
+        by_name = self._pods.get(namespace)
+        if reading is None:
+            if by_name is not None and by_name.pop(name, None) is not None:
+                self._pod_count -= 1
+                if not by_name:
+                    del self._pods[namespace]
+            return
+        if by_name is None:
+            by_name = self._pods[namespace] = {}
+        if name not in by_name:
+            self._pod_count += 1
+        by_name[name] = reading
+
+    def use_compact_pods(self) -> None:
+        """Keep pods compact from now on (see the module's notes)."""
+        if self._compact:
+            return
+        pods = [obj for identity, obj in self._objects.items() if identity[:2] == _POD]
+        self._objects = {identity: obj for identity, obj in self._objects.items() if identity[:2] != _POD}
+        self._compact = True
+        self._add(pods)
+        self._build()
+
+    def extend(self, objects: Iterable[Mapping]) -> None:
+        """Add many objects at once and index everything again (a first
+        list: one index instead of an event per object). An object the
+        rules cannot read raises ShapeError and changes nothing."""
+        saved = (dict(self._objects), {ns: dict(pods) for ns, pods in self._pods.items()}, self._pod_count)
+        try:
+            self._add(objects)
+            self._build()
+        except Exception:
+            self._objects, self._pods, self._pod_count = saved
+            raise
+
+    def _named_pods(self) -> Iterator[Mapping]:
+        """The compact pods as objects: name, namespace and reading."""
+        for namespace, by_name in self._pods.items():
+            for name, reading in by_name.items():
+                if "metadata" in reading:  # its own copy, named already
+                    yield reading
+                else:
+                    yield {**reading, "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace}}
 
     def _build(self) -> None:
         """Index every object at once (the first list, or after the platform's
         nesting switch flipped: every pool's membership may change)."""
-        self._state: BudgetState = index_state(self._objects.values())
+        if self._compact:
+            from itertools import chain
+
+            state = index_state(chain(self._objects.values(), self._named_pods()))
+            # The readings themselves, not the named stand-ins (those go now).
+            state.pods = {namespace: list(by_name.values()) for namespace, by_name in self._pods.items()}
+            self._state: BudgetState = state
+        else:
+            self._state = index_state(self._objects.values())
+            self._pods = {}
         # Pods and quotas per namespace, by identity (the state's lists are
-        # their values, in the order `objects()` gives them).
-        self._pods: dict[str, dict[tuple, Mapping]] = {}
+        # their values, in the order `objects()` gives them); compact pods by name.
         self._quotas: dict[str, dict[tuple, Mapping]] = {}
         # Namespaces the tree holds (a Tenant, reservations, quotas or pods
         # there), and per namespace how many of them its subtree holds: a
@@ -71,7 +149,10 @@ class LiveIndex:
         self._known: set[str] = set()
         self._below: dict[str, int] = {}
         with collector_paused():
-            for by_namespace, listing in ((self._pods, self._state.pods), (self._quotas, self._state.quotas)):
+            listings = [(self._quotas, self._state.quotas)]
+            if not self._compact:
+                listings.append((self._pods, self._state.pods))
+            for by_namespace, listing in listings:
                 for namespace, found in listing.items():
                     by_namespace[namespace] = {_identity(obj): obj for obj in found}
             for namespace in self._state.declarations.keys() | self._state.reserved.keys() \
@@ -83,15 +164,31 @@ class LiveIndex:
     def upsert(self, obj: Mapping) -> None:
         """Add `obj`, or replace the object of the same identity."""
         identity = _identity(obj)
+        if self._compact and identity[:2] == _POD:
+            self._upsert_pod(identity, obj)
+            return
         new = ix.classify(obj)
         old_obj = self._objects.get(identity)
         old = ix.classify(old_obj) if old_obj is not None else None
         self._apply(identity, old_obj, old, obj, new)
         self._objects[identity] = obj
 
+    def _upsert_pod(self, identity: tuple, obj: Mapping) -> None:
+        new = ix.classify(obj)  # checks its metadata, files it under a malformed namespace
+        reading, shared = compact_pod(obj)
+        stored = self._pods.get(identity[2], {}).get(identity[3])
+        if shared and stored is reading:
+            return  # the same figures as before: nothing to do
+        old = ix.classify(_stand_in(identity)) if stored is not None else None
+        self._apply(identity, None, old, reading, new)
+
     def remove(self, obj: Mapping) -> None:
         """Remove the object of `obj`'s identity (absent: nothing to do)."""
         identity = _identity(obj)
+        if self._compact and identity[:2] == _POD:
+            if self._pods.get(identity[2], {}).get(identity[3]) is not None:
+                self._apply(identity, None, ix.classify(_stand_in(identity)), None, None)
+            return
         old_obj = self._objects.get(identity)
         if old_obj is None:
             return
@@ -99,14 +196,27 @@ class LiveIndex:
         self._objects.pop(identity, None)  # (already gone when the event re-indexed everything)
 
     def get(self, obj: Mapping) -> Mapping | None:
-        """The stored object of `obj`'s identity."""
-        return self._objects.get(_identity(obj))
+        """The stored object of `obj`'s identity (a compact pod: its reading)."""
+        identity = _identity(obj)
+        if self._compact and identity[:2] == _POD:
+            return self._pods.get(identity[2], {}).get(identity[3])
+        return self._objects.get(identity)
+
+    def identities(self, group: str, kind: str) -> list[tuple]:
+        """The identities of the stored objects of one kind (a relist's difference)."""
+        if self._compact and (group, kind) == _POD:
+            return [(group, kind, namespace, name) for namespace, by_name in self._pods.items() for name in by_name]
+        return [identity for identity in self._objects if identity[0] == group and identity[1] == kind]
 
     def objects(self) -> Iterator[Mapping]:
+        if self._compact:
+            from itertools import chain
+
+            return chain(self._objects.values(), self._named_pods())
         return iter(self._objects.values())
 
     def __len__(self) -> int:
-        return len(self._objects)
+        return len(self._objects) + self._pod_count
 
     @property
     def state(self) -> BudgetState:
@@ -129,6 +239,8 @@ class LiveIndex:
             self._tenant(old.value if old else None, new.value if new else None, new_obj)
         elif what == ix.WORKLOAD_OBJECT:
             self._workload(old.value if old else None, new.value if new else None)
+        elif what == ix.POD and self._compact:
+            self._usage_object(what, entry.namespace, identity[3], new_obj)
         elif what in (ix.POD, ix.QUOTA):
             self._usage_object(what, entry.namespace, identity, new_obj)
         elif what == ix.GPUCLASS:
@@ -184,9 +296,10 @@ class LiveIndex:
             ix.cascade_budget(state, root)
         self._relink(namespace)
 
-    def _usage_object(self, what: str, namespace: str, identity: tuple, obj: Mapping | None) -> None:
+    def _usage_object(self, what: str, namespace: str, identity, obj: Mapping | None) -> None:
         """A pod or quota: its namespace's usage read again (first: a
-        malformed pod raises before anything changes), then the pool above."""
+        malformed pod raises before anything changes), then the pool above.
+        (`identity`: a compact pod's name.)"""
         state = self._state
         objects = dict(self._by_namespace(what).get(namespace, {}))
         if obj is None:
@@ -202,6 +315,8 @@ class LiveIndex:
             used = usage_under(state.declarations[root].ordinary, quotas, pods)
         # Read; now change.
         by_namespace, listing = (self._quotas, state.quotas) if what == ix.QUOTA else (self._pods, state.pods)
+        if what == ix.POD and self._compact:
+            self._pod_count += len(objects) - len(by_namespace.get(namespace, ()))
         if objects:
             by_namespace[namespace] = objects
             listing[namespace] = listed
@@ -329,6 +444,14 @@ class LiveIndex:
                 siblings.discard(current)
                 if not siblings:
                     del state.children[parent]
+
+
+_POD = ("", "Pod")
+
+
+def _stand_in(identity: tuple) -> dict:
+    """A compact pod's name as an object, for what the index reads of its metadata."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": identity[3], "namespace": identity[2]}}
 
 
 def _ordinary_keys(declaration) -> frozenset:
