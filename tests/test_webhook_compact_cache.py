@@ -135,7 +135,10 @@ def test_a_reading_gives_the_pods_figures_and_is_shared(found):
 
 
 def _cache() -> Cache:
-    return Cache(lambda: None, LiveIndex(), threading.Lock(), Metrics())
+    """A cache of VMs and pods, both first lists done (empty)."""
+    cache = Cache(lambda: None, LiveIndex(), threading.Lock(), Metrics(),
+                  watched=(_watched("VMInstance"), _watched("Pod")))
+    return cache
 
 
 def _watched(kind: str):
@@ -149,13 +152,14 @@ def test_the_cache_keeps_no_unread_metadata_and_no_object_twice():
                              managedFields=[{"manager": "m", "time": "2026-01-01T00:00:00Z"}],
                              annotations={"kubectl.kubernetes.io/last-applied-configuration": "{}" * 100})
     cache.replace_all(_watched("VMInstance"), iter([heavy]))
+    assert cache.index.get(heavy) is None and len(cache.index) == 0  # indexed once every kind has listed
+    pods_kind = _watched("Pod")
+    first = [pod("tenant-a", f"p{i}", {"cpu": "1"}) for i in range(50)]
+    cache.replace_all(pods_kind, iter(first))
     stored = cache.index.get(heavy)
     assert stored["metadata"] == {"name": "v", "namespace": "tenant-a", "uid": "u1", "generation": 2,
                                   "resourceVersion": "7"}
     assert stored["spec"] == heavy["spec"] and cache.seen("u1", 2)
-    pods_kind = _watched("Pod")
-    first = [pod("tenant-a", f"p{i}", {"cpu": "1"}) for i in range(50)]
-    cache.replace_all(pods_kind, iter(first))
     readings = {id(cache.index.get(p)) for p in first}
     assert len(readings) == 1 and cache.size()["Pod"] == 50  # fifty pods, one reading
     # A relist: one pod gone, one changed, one new; the index changes only there.
@@ -180,6 +184,7 @@ def test_a_first_list_holding_an_unreadable_object_sets_that_one_aside():
     listed = [pod("tenant-a", "p0", {"cpu": "1"}), pod("tenant-a", "bad", {"cpu": "lots"}),
               pod("tenant-a", "p1", {"cpu": "3"})]
     cache.replace_all(_watched("Pod"), iter(listed))
+    cache.replace_all(_watched("VMInstance"), iter([]))
     assert set(cache.unreadable) == {("Pod", "tenant-a", "bad")}
     assert cache.size()["Pod"] == 2
     assert cache.index.state.usage["tenant-a"]["limits.cpu"] == 4

@@ -46,6 +46,7 @@ its name and reading, and the contract above holds for every other field.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 
 from cozyrender.gcpause import collector_paused
 from cozyrender.gpuclass.classes import identity_group
@@ -55,7 +56,7 @@ from cozyrender.gpuclass.conflicts import find_conflicts
 
 from . import index as ix
 from .index import BudgetState, Indexed, index_state
-from .tree import ancestors, is_tenant_namespace, parent_namespace
+from .tree import ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from .usage import compact_pod, usage_under
 
 
@@ -77,7 +78,7 @@ class LiveIndex:
         for obj in objects:
             identity = _identity(obj)
             if self._compact and identity[:2] == _POD:
-                self._store_pod(identity, compact_pod(obj)[0])
+                self._store_pod(*self.pod_entry(obj))
             else:
                 self._objects[identity] = obj
 
@@ -106,39 +107,70 @@ class LiveIndex:
         self._add(pods)
         self._build()
 
-    def extend(self, objects: Iterable[Mapping]) -> None:
-        """Add many objects at once and index everything again (a first
-        list: one index instead of an event per object). An object the
-        rules cannot read raises ShapeError and changes nothing."""
-        saved = (dict(self._objects), {ns: dict(pods) for ns, pods in self._pods.items()}, self._pod_count)
+    @staticmethod
+    def pod_entry(obj: Mapping) -> tuple[tuple, Mapping]:
+        """A pod's identity and reading for `extend` (ShapeError: metadata
+        the index cannot key it by)."""
+        identity = _identity(obj)
+        ix.classify(obj, identity)  # a pod with no namespace raises here, as in index_state
+        return identity, compact_pod(obj)[0]
+
+    def extend(self, objects: Iterable[Mapping] = (), pods: Iterable[tuple[tuple, Mapping]] = ()) -> list[Mapping]:
+        """Add many objects (and compact pods as `pod_entry` gives them) at
+        once, and index everything again: a first list, one index instead of
+        an event per object. When anything cannot be read this way, nothing
+        changes and every object given comes back, to be upserted one at a
+        time (which names the one the rules cannot read); else []."""
+        added: list[tuple[tuple, Mapping | None]] = []
+        added_pods: list[tuple[tuple, Mapping | None]] = []
+        refused: list[Mapping] = []
+        more_pods: list[tuple[tuple, Mapping]] = []
+        for obj in objects:
+            try:
+                identity = _identity(obj)
+                if self._compact and identity[:2] == _POD:
+                    more_pods.append(self.pod_entry(obj))
+                    continue
+            except ShapeError:
+                refused.append(obj)
+                continue
+            added.append((identity, self._objects.get(identity)))
+            self._objects[identity] = obj
+        for identity, reading in chain(pods, more_pods):
+            added_pods.append((identity, self._pods.get(identity[2], {}).get(identity[3])))
+            self._store_pod(identity, reading)
+        if not added and not added_pods:
+            return refused
         try:
-            self._add(objects)
             self._build()
-        except Exception:
-            self._objects, self._pods, self._pod_count = saved
-            raise
+        except ShapeError:
+            back = [obj for identity, _ in added for obj in (self._objects[identity],)]
+            back += [_named(identity, self._pods[identity[2]][identity[3]]) for identity, _ in added_pods]
+            for identity, previous in reversed(added):
+                if previous is None:
+                    del self._objects[identity]
+                else:
+                    self._objects[identity] = previous
+            for identity, previous in reversed(added_pods):
+                self._store_pod(identity, previous)
+            self._build()
+            return back + refused
+        return refused
 
     def _named_pods(self) -> Iterator[Mapping]:
         """The compact pods as objects: name, namespace and reading."""
         for namespace, by_name in self._pods.items():
             for name, reading in by_name.items():
-                if "metadata" in reading:  # its own copy, named already
-                    yield reading
-                else:
-                    yield {**reading, "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace}}
+                yield _named(("", "Pod", namespace, name), reading)
 
     def _build(self) -> None:
         """Index every object at once (the first list, or after the platform's
-        nesting switch flipped: every pool's membership may change)."""
-        if self._compact:
-            from itertools import chain
-
-            state = index_state(chain(self._objects.values(), self._named_pods()))
-            # The readings themselves, not the named stand-ins (those go now).
-            state.pods = {namespace: list(by_name.values()) for namespace, by_name in self._pods.items()}
-            self._state: BudgetState = state
-        else:
-            self._state = index_state(self._objects.values())
+        nesting switch flipped: every pool's membership may change). Compact
+        pods are added afterwards, a namespace at a time, as their events
+        would be (`_usage_object`): never as objects, never all at once."""
+        saved = self.__dict__.copy()
+        self._state: BudgetState = index_state(self._objects.values())
+        if not self._compact:
             self._pods = {}
         # Pods and quotas per namespace, by identity (the state's lists are
         # their values, in the order `objects()` gives them); compact pods by name.
@@ -158,6 +190,17 @@ class LiveIndex:
             for namespace in self._state.declarations.keys() | self._state.reserved.keys() \
                     | self._state.quotas.keys() | self._state.pods.keys():
                 self._relink(namespace)
+            if self._compact:
+                pods, self._pods, self._pod_count = self._pods, {}, 0
+                try:
+                    for namespace, by_name in pods.items():
+                        if namespace and is_malformed_tenant_namespace(namespace):
+                            for name in by_name:
+                                ix.add_malformed(self._state, ix.classify(_stand_in(("", "Pod", namespace, name))))
+                        self._usage_object(ix.POD, namespace, None, None, whole=by_name)
+                except Exception:
+                    self.__dict__.update(saved)
+                    raise
 
     # -- the interface ----------------------------------------------------------
 
@@ -210,8 +253,6 @@ class LiveIndex:
 
     def objects(self) -> Iterator[Mapping]:
         if self._compact:
-            from itertools import chain
-
             return chain(self._objects.values(), self._named_pods())
         return iter(self._objects.values())
 
@@ -296,16 +337,21 @@ class LiveIndex:
             ix.cascade_budget(state, root)
         self._relink(namespace)
 
-    def _usage_object(self, what: str, namespace: str, identity, obj: Mapping | None) -> None:
+    def _usage_object(self, what: str, namespace: str, identity, obj: Mapping | None,
+                      whole: dict | None = None) -> None:
         """A pod or quota: its namespace's usage read again (first: a
         malformed pod raises before anything changes), then the pool above.
-        (`identity`: a compact pod's name.)"""
+        (`identity`: a compact pod's name; `whole`: all of the namespace's
+        compact pods at once.)"""
         state = self._state
-        objects = dict(self._by_namespace(what).get(namespace, {}))
-        if obj is None:
-            objects.pop(identity, None)
+        if whole is not None:
+            objects = whole
         else:
-            objects[identity] = obj
+            objects = dict(self._by_namespace(what).get(namespace, {}))
+            if obj is None:
+                objects.pop(identity, None)
+            else:
+                objects[identity] = obj
         listed = list(objects.values())
         quotas = listed if what == ix.QUOTA else state.quotas.get(namespace)
         pods = listed if what == ix.POD else state.pods.get(namespace)
@@ -447,6 +493,13 @@ class LiveIndex:
 
 
 _POD = ("", "Pod")
+
+
+def _named(identity: tuple, reading: Mapping) -> Mapping:
+    """A compact pod as an object (its own copy is named already)."""
+    if "metadata" in reading:
+        return reading
+    return {**reading, "apiVersion": "v1", "metadata": {"name": identity[3], "namespace": identity[2]}}
 
 
 def _stand_in(identity: tuple) -> dict:

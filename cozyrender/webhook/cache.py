@@ -28,8 +28,10 @@ Rules:
   the field selector `status.phase!=Succeeded,status.phase!=Failed`: the
   rules count no finished pod, and the API server sends a DELETED event
   when a pod finishes. Objects are kept once, in the index (no copy here);
-- a kind's first list is indexed at once (`LiveIndex.extend`), not one
-  event per object; a list holding an object the rules cannot read falls
+- the first lists are indexed at once (`LiveIndex.extend`), not one event
+  per object: each kind's list is kept (compact) until every kind has
+  listed, then all are indexed together and the watches start from their
+  lists' versions; a list holding an object the rules cannot read falls
   back to one object at a time, so that one is set aside and named.
 
 lightkube drives the HTTP: its watch would silently restart from "now" on
@@ -40,6 +42,8 @@ from __future__ import annotations
 
 import datetime
 import logging
+import marshal
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -47,7 +51,6 @@ from collections.abc import Callable
 from collections.abc import Iterable, Iterator
 
 from cozyrender.budgets.live import LiveIndex
-from cozyrender.budgets.usage import compact_pod
 from cozyrender.kube.client import WATCHED, Watched, list_scope, plain, resource
 from cozyrender.kube.shape import ShapeError
 
@@ -71,16 +74,61 @@ FINISHED_PODS = ("Succeeded", "Failed")
 
 
 def compact(obj: dict) -> dict:
-    """`obj` without what no rule reads and only costs memory: metadata
-    other than KEPT_METADATA (a Namespace keeps its labels). Pods are made
+    """`obj` as the cache keeps it: without metadata other than
+    KEPT_METADATA (a Namespace keeps its labels), its other fields shared
+    with every other object holding the same value (`_shared`: a hoster's
+    VMs differ in their names, rarely in their specs). Pods are made
     compact by the index (`LiveIndex(compact_pods=True)`)."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj
     kept = KEPT_METADATA + ("labels",) if obj.get("kind") == "Namespace" else KEPT_METADATA
-    if all(key in kept for key in meta):
-        return obj
-    return dict(obj, metadata={key: meta[key] for key in kept if key in meta})
+    out = {}
+    for key, value in obj.items():
+        key = sys.intern(key) if type(key) is str else key
+        if key == "metadata":
+            value = {sys.intern(k): (_interned(v) if k in ("namespace", "labels", "creationTimestamp") else v)
+                     for k, v in meta.items() if k in kept}
+        elif key in ("apiVersion", "kind"):
+            value = _interned(value)
+        elif obj.get("kind") != "Secret":
+            value = _shared(value)
+        out[key] = value
+    return out
+
+
+_SHARED_KEPT = 65536  # distinct values remembered
+_shared_values: dict[bytes, object] = {}
+
+
+def _shared(value: object) -> object:
+    """The one copy of `value` (a spec, a status) kept for every object
+    holding an equal one, types and key order included (read-only: the
+    cache and the rules never change a stored object)."""
+    if not isinstance(value, (dict, list)):
+        return _interned(value)
+    try:
+        key = marshal.dumps(value, 2)
+    except ValueError:  # a value marshal cannot write: not shared
+        return _interned(value)
+    found = _shared_values.get(key)
+    if found is None:
+        if len(_shared_values) >= _SHARED_KEPT:
+            _shared_values.clear()  # objects keep theirs; only sharing with new ones is lost
+        found = _shared_values[key] = _interned(value)
+    return found
+
+
+def _interned(value: object) -> object:
+    """`value` with its keys and short strings interned (one copy each in
+    the process)."""
+    if type(value) is dict:
+        return {sys.intern(k) if type(k) is str else k: _interned(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_interned(v) for v in value]
+    if type(value) is str and len(value) <= 64:
+        return sys.intern(value)
+    return value
 
 
 def scope(watched: Watched) -> dict:
@@ -92,17 +140,6 @@ def scope(watched: Watched) -> dict:
 
         options["fields"] = {"status.phase": operators.not_in(list(FINISHED_PODS))}
     return options
-
-
-def _stand_in(watched: Watched, obj: dict) -> dict:
-    """The object as kept for a first list: compact, a pod as its name and reading."""
-    if (watched.group, watched.kind) != ("", "Pod") or not isinstance(obj.get("metadata"), dict):
-        return compact(obj)
-    reading, shared = compact_pod(obj)
-    if not shared:
-        return reading
-    meta = obj["metadata"]
-    return {**reading, "apiVersion": "v1", "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta}}
 
 
 def last_write(obj: dict) -> float | None:
@@ -147,6 +184,9 @@ class Cache:
         self.stale_after = stale_after
         self._failing_since: dict[str, float] = {}  # kind -> when its watch started failing
         self._counts: dict[str, int] = {w.kind: 0 for w in watched}  # objects of each kind in the index
+        # Kind -> its first list, until every kind has listed (then one index of them all).
+        self._initial: dict[str, tuple] | None = {}
+        self._built = threading.Event()
         self._synced: dict[str, bool] = {w.kind: False for w in watched}
         self._problem: dict[str, str] = {}
         self.unreadable: dict[tuple, str] = {}
@@ -271,21 +311,17 @@ class Cache:
         """A (re)list: change the index only where the listed objects differ.
         The objects are read one at a time (a list streamed from the API
         server is never held whole); a kind's first list is indexed at once."""
-        fresh: set[tuple] = set()
-        batch: list[dict] = []
         first = self._counts[watched.kind] == 0 and not any(k[0] == watched.kind for k in self.unreadable)
+        if first:
+            self._first_list(watched, listed)
+            return
+        fresh: set[tuple] = set()
         pod = (watched.group, watched.kind) == ("", "Pod")
         for obj in listed:
             obj.setdefault("apiVersion", watched.api_version)
             obj.setdefault("kind", watched.kind)
             key = _key(watched, obj)
             fresh.add(key)
-            meta = obj.get("metadata") or {}
-            if first:
-                batch.append(_stand_in(watched, obj))
-                with self.lock:
-                    self._saw(watched, meta)
-                continue
             kept = obj if pod else compact(obj)
             with self.lock:
                 if not pod:
@@ -296,15 +332,8 @@ class Cache:
                     if old is not None and _version(old) == _version(kept) and _version(kept):
                         continue
                 self._put(watched, key, kept)
-                self._saw(watched, meta)
+                self._saw(watched, obj.get("metadata") or {})
         with self.lock:
-            if first and batch:
-                try:
-                    self.index.extend(batch)
-                    self._counts[watched.kind] += len(batch)
-                except ShapeError:  # someone unreadable: one at a time, so it is named and set aside
-                    for obj in batch:
-                        self._put(watched, _key(watched, obj), obj)
             for identity in self.index.identities(watched.group, watched.kind):
                 key = (identity[2], identity[3])
                 if key not in fresh:
@@ -316,6 +345,50 @@ class Cache:
             now = time.time()
             for uid in [uid for uid, when in self._deleted.items() if now - when > SEEN_KEEP]:
                 del self._deleted[uid]
+        self._gauges(watched)
+
+    def _first_list(self, watched: Watched, listed: Iterable[dict]) -> None:
+        """A kind the index holds nothing of yet: its objects kept as they
+        stream in (a pod as its identity and reading), then indexed at once;
+        if any cannot be read that way, one at a time."""
+        objects: list[dict] = []
+        pods: list[tuple] = []
+        pod = (watched.group, watched.kind) == ("", "Pod")
+        for obj in listed:
+            obj.setdefault("apiVersion", watched.api_version)
+            obj.setdefault("kind", watched.kind)
+            if pod:
+                try:
+                    pods.append(self.index.pod_entry(obj))
+                except ShapeError:
+                    objects.append(obj)
+            else:
+                objects.append(compact(obj))
+            with self.lock:
+                self._saw(watched, obj.get("metadata") or {})
+        with self.lock:
+            if self._initial is not None:  # the first lists: indexed together once every kind has listed
+                self._initial[watched.kind] = (watched, objects, pods)
+                if len(self._initial) < len(self.watched):
+                    return
+                batches, self._initial = list(self._initial.values()), None
+            else:
+                batches = [(watched, objects, pods)]
+            by_kind = {each.kind: each for each, _, _ in batches}
+            leftover = self.index.extend([obj for _, objs, _ in batches for obj in objs],
+                                         [entry for _, _, entries in batches for entry in entries])
+            for each, objs, entries in batches:
+                self._counts[each.kind] += len(objs) + len(entries)
+            for obj in leftover:
+                self._counts[obj["kind"]] -= 1
+            for obj in leftover:
+                each = by_kind[obj["kind"]]
+                self._put(each, _key(each, obj), obj)
+        self._built.set()
+        for each, _, _ in batches:
+            self._gauges(each)
+
+    def _gauges(self, watched: Watched) -> None:
         self.metrics.cache_objects.labels(watched.kind).set(self._counts[watched.kind])
         self.metrics.unreadable.set(len(self.unreadable))
 
@@ -347,6 +420,8 @@ class Cache:
                     self._failing_since.pop(watched.kind, None)
                     self._versions[watched.kind] = version
                     self.metrics.ready.set(1 if self.ready() else 0)
+                while not self._built.is_set() and not self._stop.is_set():
+                    self._built.wait(1)  # watched from the list's version once every first list is indexed
                 self._watch(client, watched, version)
                 version = self._versions[watched.kind]
                 failures = 0
@@ -358,6 +433,7 @@ class Cache:
                     continue
                 if code == 404 and not self._synced[watched.kind]:
                     # Not served here: synced as empty, asked again later.
+                    self.replace_all(watched, ())
                     self._synced[watched.kind] = True
                     self._problem[watched.kind] = "not served by the API server"
                     self.metrics.ready.set(1 if self.ready() else 0)
