@@ -76,6 +76,10 @@ def from_file(kind):
             if page:
                 yield from json.loads("[" + ",".join(page) + "]")
 
+traced = os.environ.get("BENCH_TRACE") == "1"
+if traced:
+    import tracemalloc
+    tracemalloc.start()
 gc.collect()
 before = rss()
 cache = cache_module.Cache(lambda: None, LiveIndex(), threading.Lock(), Metrics())
@@ -93,7 +97,8 @@ gc.collect()
 grown = rss() - before
 hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) * 1024
 cached = sum(cache.size().values())
-print(json.dumps({"grown": grown, "peak": hwm, "cached": cached, "seconds": took}))
+live = tracemalloc.get_traced_memory()[0] if traced else None
+print(json.dumps({"grown": grown, "peak": hwm, "cached": cached, "seconds": took, "live": live}))
 """
 
 
@@ -128,8 +133,8 @@ def api_pod(rng: random.Random, index: int) -> dict:
 _STATE = None
 
 
-def _measure(code: Path, dataset: str, source: str, count: int = 0) -> dict | None:
-    env = dict(os.environ, PYTHONPATH=str(code))
+def _measure(code: Path, dataset: str, source: str, count: int = 0, traced: bool = False) -> dict | None:
+    env = dict(os.environ, PYTHONPATH=str(code), BENCH_TRACE="1" if traced else "0")
     out = subprocess.run([sys.executable, "-c", _MEASURE, dataset, source, str(count)], env=env, cwd=str(code),
                          capture_output=True, text=True, timeout=3600)
     if out.returncode != 0:
@@ -197,6 +202,12 @@ def run() -> None:
                 results[name] = _line(name, count, _measure(code, "state", str(path)))
         if results.get("before") and results.get("after"):
             print(f"  {results['before'] / results['after']:.1f}x less memory per cached object")
+        live = _measure(ROOT, "state", str(path), traced=True)
+        if live is not None:
+            print(f"  after, the bytes Python holds for the cache (tracemalloc, the same lists again): "
+                  f"{live['live'] / 2**20:.1f} MiB = {live['live'] / count * 100_000 / 2**20:.1f} MiB per 100,000; "
+                  f"the rest of the RSS above is the allocator's: memory freed during the first lists and the "
+                  f"index, held in arenas that still hold a live object")
 
 
 if __name__ == "__main__":

@@ -388,6 +388,11 @@ class Cache:
         for each, _, _ in batches:
             self._gauges(each)
 
+    def _waiting(self, watched: Watched) -> bool:
+        """Whether `watched`'s first list waits to be indexed with the others'."""
+        with self.lock:
+            return self._initial is not None and watched.kind in self._initial
+
     def _gauges(self, watched: Watched) -> None:
         self.metrics.cache_objects.labels(watched.kind).set(self._counts[watched.kind])
         self.metrics.unreadable.set(len(self.unreadable))
@@ -420,7 +425,7 @@ class Cache:
                     self._failing_since.pop(watched.kind, None)
                     self._versions[watched.kind] = version
                     self.metrics.ready.set(1 if self.ready() else 0)
-                while not self._built.is_set() and not self._stop.is_set():
+                while self._waiting(watched) and not self._stop.is_set():
                     self._built.wait(1)  # watched from the list's version once every first list is indexed
                 self._watch(client, watched, version)
                 version = self._versions[watched.kind]
