@@ -102,21 +102,23 @@ def pod_usage(pods: Iterable[Mapping], keys: Collection[str] | None = None) -> U
     # through the loop (a list), so an id is never another object's
     repeats: dict[int, bytes | None] | None = {} if type(pods) in (list, tuple) else None
     for pod in pods:
-        # The same object again (a compact cache's shared reading, `compact_pod`): read once.
-        seen = repeats.get(id(pod), _UNSEEN) if repeats is not None else _UNSEEN
-        if seen is not _UNSEEN:
-            if seen is not None:
-                running += 1
-                groups[seen] += 1
-            continue
+        # A compact cache's shared reading (`compact_pod`, no metadata) repeats: read once.
+        shared = repeats is not None and "metadata" not in pod
+        if shared:
+            seen = repeats.get(id(pod), _UNSEEN)  # type: ignore[union-attr]
+            if seen is not _UNSEEN:
+                if seen is not None:
+                    running += 1
+                    groups[seen] += 1
+                continue
         if is_terminated(pod):
-            if repeats is not None:
-                repeats[id(pod)] = None
+            if shared:
+                repeats[id(pod)] = None  # type: ignore[index]
             continue
         running += 1
         key = reading_key(pod)
-        if key is not None and repeats is not None:
-            repeats[id(pod)] = key
+        if key is not None and shared:
+            repeats[id(pod)] = key  # type: ignore[index]
         count = groups.get(key) if key is not None else None
         if count is not None:
             groups[key] = count + 1
