@@ -32,11 +32,21 @@ changes nothing: everything that can fail is read before anything changes.
 `state` is the live object, changed in place by each event: the caller runs
 events and checks one at a time (one event loop, or a lock), never a check
 during an event.
+
+Compact pods (`LiveIndex(compact_pods=True)`, what the webhook's cache
+uses): a pod is kept as its name and what the usage rules read of it
+(`usage.compact_pod`): one shared reading for every pod of the same
+figures, its own copy only for a pod the rules refuse or read field by
+field. `state.pods` then lists those readings, so every figure, decision
+and error is the same as for the whole pods (a property test holds it),
+but the lists are not the pod objects: `objects()` gives each pod back as
+its name and reading, and the contract above holds for every other field.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import chain
 
 from cozyrender.gcpause import collector_paused
 from cozyrender.gpuclass.classes import identity_group
@@ -46,24 +56,124 @@ from cozyrender.gpuclass.conflicts import find_conflicts
 
 from . import index as ix
 from .index import BudgetState, Indexed, index_state
-from .tree import ancestors, is_tenant_namespace, parent_namespace
-from .usage import usage_under
+from .tree import ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
+from .usage import compact_pod, usage_under
 
 
 class LiveIndex:
-    def __init__(self, objects: Iterable[Mapping] = ()) -> None:
+    def __init__(self, objects: Iterable[Mapping] = (), compact_pods: bool = False) -> None:
         self._objects: dict[tuple, Mapping] = {}
-        for obj in objects:
-            self._objects[_identity(obj)] = obj
+        self._compact = compact_pods
+        # Compact pods: namespace -> pod name -> its reading (pods are then not in `_objects`).
+        self._pods: dict[str, dict] = {}
+        self._pod_count = 0
+        self._add(objects)
         self._build()
+
+    @property
+    def compact_pods(self) -> bool:
+        return self._compact
+
+    def _add(self, objects: Iterable[Mapping]) -> None:
+        for obj in objects:
+            identity = _identity(obj)
+            if self._compact and identity[:2] == _POD:
+                self._store_pod(*self.pod_entry(obj))
+            else:
+                self._objects[identity] = obj
+
+    def _store_pod(self, identity: tuple, reading: Mapping | None) -> None:
+        namespace, name = identity[2], identity[3]
+        by_name = self._pods.get(namespace)
+        if reading is None:
+            if by_name is not None and by_name.pop(name, None) is not None:
+                self._pod_count -= 1
+                if not by_name:
+                    del self._pods[namespace]
+            return
+        if by_name is None:
+            by_name = self._pods[namespace] = {}
+        if name not in by_name:
+            self._pod_count += 1
+        by_name[name] = reading
+
+    def use_compact_pods(self) -> None:
+        """Keep pods compact from now on (see the module's notes)."""
+        if self._compact:
+            return
+        pods = [obj for identity, obj in self._objects.items() if identity[:2] == _POD]
+        self._objects = {identity: obj for identity, obj in self._objects.items() if identity[:2] != _POD}
+        self._compact = True
+        self._add(pods)
+        self._build()
+
+    @staticmethod
+    def pod_entry(obj: Mapping) -> tuple[tuple, Mapping]:
+        """A pod's identity and reading for `extend` (ShapeError: metadata
+        the index cannot key it by)."""
+        identity = _identity(obj)
+        ix.classify(obj, identity)  # a pod with no namespace raises here, as in index_state
+        return identity, compact_pod(obj)[0]
+
+    def extend(self, objects: Iterable[Mapping] = (), pods: Iterable[tuple[tuple, Mapping]] = ()) -> list[Mapping]:
+        """Add many objects (and compact pods as `pod_entry` gives them) at
+        once, and index everything again: a first list, one index instead of
+        an event per object. When anything cannot be read this way, nothing
+        changes and every object given comes back, to be upserted one at a
+        time (which names the one the rules cannot read); else []."""
+        added: list[tuple[tuple, Mapping | None]] = []
+        added_pods: list[tuple[tuple, Mapping | None]] = []
+        refused: list[Mapping] = []
+        more_pods: list[tuple[tuple, Mapping]] = []
+        for obj in objects:
+            try:
+                identity = _identity(obj)
+                if self._compact and identity[:2] == _POD:
+                    more_pods.append(self.pod_entry(obj))
+                    continue
+            except ShapeError:
+                refused.append(obj)
+                continue
+            added.append((identity, self._objects.get(identity)))
+            self._objects[identity] = obj
+        for identity, reading in chain(pods, more_pods):
+            added_pods.append((identity, self._pods.get(identity[2], {}).get(identity[3])))
+            self._store_pod(identity, reading)
+        if not added and not added_pods:
+            return refused
+        try:
+            self._build()
+        except ShapeError:
+            back = [obj for identity, _ in added for obj in (self._objects[identity],)]
+            back += [_named(identity, self._pods[identity[2]][identity[3]]) for identity, _ in added_pods]
+            for identity, previous in reversed(added):
+                if previous is None:
+                    del self._objects[identity]
+                else:
+                    self._objects[identity] = previous
+            for identity, previous in reversed(added_pods):
+                self._store_pod(identity, previous)
+            self._build()
+            return back + refused
+        return refused
+
+    def _named_pods(self) -> Iterator[Mapping]:
+        """The compact pods as objects: name, namespace and reading."""
+        for namespace, by_name in self._pods.items():
+            for name, reading in by_name.items():
+                yield _named(("", "Pod", namespace, name), reading)
 
     def _build(self) -> None:
         """Index every object at once (the first list, or after the platform's
-        nesting switch flipped: every pool's membership may change)."""
+        nesting switch flipped: every pool's membership may change). Compact
+        pods are added afterwards, a namespace at a time, as their events
+        would be (`_usage_object`): never as objects, never all at once."""
+        saved = self.__dict__.copy()
         self._state: BudgetState = index_state(self._objects.values())
+        if not self._compact:
+            self._pods = {}
         # Pods and quotas per namespace, by identity (the state's lists are
-        # their values, in the order `objects()` gives them).
-        self._pods: dict[str, dict[tuple, Mapping]] = {}
+        # their values, in the order `objects()` gives them); compact pods by name.
         self._quotas: dict[str, dict[tuple, Mapping]] = {}
         # Namespaces the tree holds (a Tenant, reservations, quotas or pods
         # there), and per namespace how many of them its subtree holds: a
@@ -71,27 +181,57 @@ class LiveIndex:
         self._known: set[str] = set()
         self._below: dict[str, int] = {}
         with collector_paused():
-            for by_namespace, listing in ((self._pods, self._state.pods), (self._quotas, self._state.quotas)):
+            listings = [(self._quotas, self._state.quotas)]
+            if not self._compact:
+                listings.append((self._pods, self._state.pods))
+            for by_namespace, listing in listings:
                 for namespace, found in listing.items():
                     by_namespace[namespace] = {_identity(obj): obj for obj in found}
             for namespace in self._state.declarations.keys() | self._state.reserved.keys() \
                     | self._state.quotas.keys() | self._state.pods.keys():
                 self._relink(namespace)
+            if self._compact:
+                pods, self._pods, self._pod_count = self._pods, {}, 0
+                try:
+                    for namespace, by_name in pods.items():
+                        if namespace and is_malformed_tenant_namespace(namespace):
+                            for name in by_name:
+                                ix.add_malformed(self._state, ix.classify(_stand_in(("", "Pod", namespace, name))))
+                        self._usage_object(ix.POD, namespace, None, None, whole=by_name)
+                except Exception:
+                    self.__dict__.update(saved)
+                    raise
 
     # -- the interface ----------------------------------------------------------
 
     def upsert(self, obj: Mapping) -> None:
         """Add `obj`, or replace the object of the same identity."""
         identity = _identity(obj)
+        if self._compact and identity[:2] == _POD:
+            self._upsert_pod(identity, obj)
+            return
         new = ix.classify(obj)
         old_obj = self._objects.get(identity)
         old = ix.classify(old_obj) if old_obj is not None else None
         self._apply(identity, old_obj, old, obj, new)
         self._objects[identity] = obj
 
+    def _upsert_pod(self, identity: tuple, obj: Mapping) -> None:
+        new = ix.classify(obj)  # checks its metadata, files it under a malformed namespace
+        reading, shared = compact_pod(obj)
+        stored = self._pods.get(identity[2], {}).get(identity[3])
+        if shared and stored is reading:
+            return  # the same figures as before: nothing to do
+        old = ix.classify(_stand_in(identity)) if stored is not None else None
+        self._apply(identity, None, old, reading, new)
+
     def remove(self, obj: Mapping) -> None:
         """Remove the object of `obj`'s identity (absent: nothing to do)."""
         identity = _identity(obj)
+        if self._compact and identity[:2] == _POD:
+            if self._pods.get(identity[2], {}).get(identity[3]) is not None:
+                self._apply(identity, None, ix.classify(_stand_in(identity)), None, None)
+            return
         old_obj = self._objects.get(identity)
         if old_obj is None:
             return
@@ -99,14 +239,25 @@ class LiveIndex:
         self._objects.pop(identity, None)  # (already gone when the event re-indexed everything)
 
     def get(self, obj: Mapping) -> Mapping | None:
-        """The stored object of `obj`'s identity."""
-        return self._objects.get(_identity(obj))
+        """The stored object of `obj`'s identity (a compact pod: its reading)."""
+        identity = _identity(obj)
+        if self._compact and identity[:2] == _POD:
+            return self._pods.get(identity[2], {}).get(identity[3])
+        return self._objects.get(identity)
+
+    def identities(self, group: str, kind: str) -> list[tuple]:
+        """The identities of the stored objects of one kind (a relist's difference)."""
+        if self._compact and (group, kind) == _POD:
+            return [(group, kind, namespace, name) for namespace, by_name in self._pods.items() for name in by_name]
+        return [identity for identity in self._objects if identity[0] == group and identity[1] == kind]
 
     def objects(self) -> Iterator[Mapping]:
+        if self._compact:
+            return chain(self._objects.values(), self._named_pods())
         return iter(self._objects.values())
 
     def __len__(self) -> int:
-        return len(self._objects)
+        return len(self._objects) + self._pod_count
 
     @property
     def state(self) -> BudgetState:
@@ -129,6 +280,8 @@ class LiveIndex:
             self._tenant(old.value if old else None, new.value if new else None, new_obj)
         elif what == ix.WORKLOAD_OBJECT:
             self._workload(old.value if old else None, new.value if new else None)
+        elif what == ix.POD and self._compact:
+            self._usage_object(what, entry.namespace, identity[3], new_obj)
         elif what in (ix.POD, ix.QUOTA):
             self._usage_object(what, entry.namespace, identity, new_obj)
         elif what == ix.GPUCLASS:
@@ -184,15 +337,21 @@ class LiveIndex:
             ix.cascade_budget(state, root)
         self._relink(namespace)
 
-    def _usage_object(self, what: str, namespace: str, identity: tuple, obj: Mapping | None) -> None:
+    def _usage_object(self, what: str, namespace: str, identity, obj: Mapping | None,
+                      whole: dict | None = None) -> None:
         """A pod or quota: its namespace's usage read again (first: a
-        malformed pod raises before anything changes), then the pool above."""
+        malformed pod raises before anything changes), then the pool above.
+        (`identity`: a compact pod's name; `whole`: all of the namespace's
+        compact pods at once.)"""
         state = self._state
-        objects = dict(self._by_namespace(what).get(namespace, {}))
-        if obj is None:
-            objects.pop(identity, None)
+        if whole is not None:
+            objects = whole
         else:
-            objects[identity] = obj
+            objects = dict(self._by_namespace(what).get(namespace, {}))
+            if obj is None:
+                objects.pop(identity, None)
+            else:
+                objects[identity] = obj
         listed = list(objects.values())
         quotas = listed if what == ix.QUOTA else state.quotas.get(namespace)
         pods = listed if what == ix.POD else state.pods.get(namespace)
@@ -202,6 +361,8 @@ class LiveIndex:
             used = usage_under(state.declarations[root].ordinary, quotas, pods)
         # Read; now change.
         by_namespace, listing = (self._quotas, state.quotas) if what == ix.QUOTA else (self._pods, state.pods)
+        if what == ix.POD and self._compact:
+            self._pod_count += len(objects) - len(by_namespace.get(namespace, ()))
         if objects:
             by_namespace[namespace] = objects
             listing[namespace] = listed
@@ -329,6 +490,21 @@ class LiveIndex:
                 siblings.discard(current)
                 if not siblings:
                     del state.children[parent]
+
+
+_POD = ("", "Pod")
+
+
+def _named(identity: tuple, reading: Mapping) -> Mapping:
+    """A compact pod as an object (its own copy is named already)."""
+    if "metadata" in reading:
+        return reading
+    return {**reading, "apiVersion": "v1", "metadata": {"name": identity[3], "namespace": identity[2]}}
+
+
+def _stand_in(identity: tuple) -> dict:
+    """A compact pod's name as an object, for what the index reads of its metadata."""
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": identity[3], "namespace": identity[2]}}
 
 
 def _ordinary_keys(declaration) -> frozenset:

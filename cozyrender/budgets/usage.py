@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from fractions import Fraction
 
 from cozyrender.keys import QUOTA_PREFIXES
-from cozyrender.kube.pods import effective_pod_resources, is_terminated, reading_key
+from cozyrender.kube.pods import effective_pod_resources, is_terminated, read_fields, reading_key
 from cozyrender.kube.quantity import format_binary_quantity, format_quantity
 from cozyrender.kube.shape import mapping
 
@@ -98,11 +98,27 @@ def pod_usage(pods: Iterable[Mapping], keys: Collection[str] | None = None) -> U
     first: dict[bytes, Mapping] = {}  # the first pod of each group: what its figures are read from
     used: Usage = {}
     running = 0
+    # id of a pod object met before -> its key (None: finished); only where every pod stays alive
+    # through the loop (a list), so an id is never another object's
+    repeats: dict[int, bytes | None] | None = {} if type(pods) in (list, tuple) else None
     for pod in pods:
+        # A compact cache's shared reading (`compact_pod`, no metadata) repeats: read once.
+        shared = repeats is not None and "metadata" not in pod
+        if shared:
+            seen = repeats.get(id(pod), _UNSEEN)  # type: ignore[union-attr]
+            if seen is not _UNSEEN:
+                if seen is not None:
+                    running += 1
+                    groups[seen] += 1
+                continue
         if is_terminated(pod):
+            if shared:
+                repeats[id(pod)] = None  # type: ignore[index]
             continue
         running += 1
         key = reading_key(pod)
+        if key is not None and shared:
+            repeats[id(pod)] = key  # type: ignore[index]
         count = groups.get(key) if key is not None else None
         if count is not None:
             groups[key] = count + 1
@@ -131,6 +147,7 @@ def pod_usage(pods: Iterable[Mapping], keys: Collection[str] | None = None) -> U
     return used
 
 
+_UNSEEN = object()
 _NANO = 10**9
 _GROUPS_KEPT = 4096  # groups' figures remembered across calls (the same workloads' pods in every namespace)
 _known_groups: dict[bytes, tuple[dict[str, int], Usage]] = {}
@@ -224,3 +241,57 @@ def namespace_usage(key: str, quota_used: Usage | None, pods_used: Usage) -> Fra
     if quota_used is not None and key in quota_used:
         return quota_used[key]
     return pods_used.get(key, Fraction(0))
+
+
+# -- a pod as the webhook's cache keeps it ------------------------------------------
+
+_READINGS_KEPT = 16384  # shared readings remembered (a cluster has as many as it has pod shapes)
+_readings: dict[bytes, dict] = {}
+TERMINATED_POD: Mapping = {"kind": "Pod", "status": {"phase": "Succeeded"}}
+
+
+def compact_pod(pod: Mapping) -> tuple[Mapping, bool]:
+    """What the usage rules read of `pod`, as little as can be kept, and
+    whether that is shared (True) or the pod's own (False).
+
+    - A finished pod: one shared stand-in (the rules read nothing of it but
+      that it finished).
+    - A pod whose figures read cleanly: the one shared reading of every pod
+      of its `reading_key` (`kube.pods.read_fields`, no name), so a pod
+      costs its name and a reference. The rules give it the same figures as
+      the pod: they read exactly the fields the key holds.
+    - Any other pod (fields of types the API never writes, figures the rules
+      refuse): its own copy with its name and whole spec and status, so it
+      is refused exactly where, and naming exactly what, the pod would be.
+
+    The shared readings are read-only: nothing may change them."""
+    try:
+        if is_terminated(pod):
+            return TERMINATED_POD, True
+    except Exception:  # noqa: BLE001 - refused later, naming the pod
+        return _own(pod), False
+    key = reading_key(pod)
+    if key is None:
+        return _own(pod), False
+    shared = _readings.get(key)
+    if shared is not None:
+        return shared, True
+    try:
+        _group_figures(key, pod)  # the figures read cleanly (remembered for the next usage read)
+    except Exception:  # noqa: BLE001 - the same error every time for this key
+        return _own(pod), False
+    shared = read_fields(key)
+    if len(_readings) >= _READINGS_KEPT:
+        _readings.clear()  # pods keep theirs; only sharing with new pods is lost
+    _readings[key] = shared
+    return shared, True
+
+
+def _own(pod: Mapping) -> dict:
+    meta = pod.get("metadata")
+    own: dict = {key: pod[key] for key in ("apiVersion", "kind", "spec", "status") if key in pod}
+    if isinstance(meta, Mapping):
+        own["metadata"] = {key: meta[key] for key in ("name", "namespace") if key in meta}
+    elif "metadata" in pod:
+        own["metadata"] = meta
+    return own

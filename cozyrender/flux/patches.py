@@ -32,7 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cozyrender.flux.errors import FluxError
-from cozyrender.flux.objects import ObjectKey, describe, parse_objects, same, sort_key
+import yaml
+
+from cozyrender.flux.objects import ObjectKey, describe, documents_like, load_documents, parse_objects, same, sort_key
 from cozyrender import values_secret
 from cozyrender.yamlio import dump_readable
 
@@ -266,8 +268,13 @@ def derive(raw: bytes) -> Derived:
         result = post_render(raw)
     except PostRenderError as err:
         raise FluxError(f"post-render: {err}") from None
-    before = parse_objects(raw, "the rendered release")
-    after = parse_objects(result.output, "the post-rendered release")
+    try:
+        rendered = load_documents(raw)
+        documents = documents_like(result.output, raw, rendered)
+    except yaml.YAMLError:
+        rendered = documents = None  # parse_objects words it
+    before = parse_objects(raw, "the rendered release", rendered)
+    after = parse_objects(result.output, "the post-rendered release", documents)
     keys = list(before)
     unknown = set(after) - set(before)
     if unknown:  # the post-renderer only edits and drops; a new object is a bug

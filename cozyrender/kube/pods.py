@@ -328,3 +328,33 @@ def reading_key(pod: Mapping) -> bytes | None:
         return marshal.dumps((read_spec, read_status), 2)
     except (_Irregular, AttributeError, ValueError):  # ValueError: marshal cannot write a value
         return None
+
+
+def read_fields(key: bytes) -> dict:
+    """A pod holding only the fields `reading_key` read (`key` is its
+    answer for some pod): the fields, their values and their order as that
+    pod has them, so the effective-resource rule gives both the same
+    figures. No metadata: it stands for every pod of the key. Container
+    statuses and init container statuses are kept as one list (the rule
+    reads them into one map by name, in that order); of the conditions only
+    the first PodResizePending is kept (the rule reads no other's reason,
+    and their types only to find it)."""
+    read_spec, read_status = marshal.loads(key)
+    pod: dict = {"kind": "Pod"}
+    if read_spec is not None:
+        containers, inits, overhead, resources = read_spec
+        pod["spec"] = {
+            "containers": [{"name": name, "resources": res} for name, res in containers],
+            "initContainers": [{"name": name, "resources": res, "restartPolicy": policy}
+                               for name, res, policy in inits],
+            "overhead": overhead,
+            "resources": resources,
+        }
+    if read_status is not None:
+        statuses, resize = read_status
+        status: dict = {"containerStatuses": [{"name": name, "resources": res, "allocatedResources": allocated}
+                                              for name, res, allocated in statuses]}
+        if resize is not None:
+            status["conditions"] = [{"type": "PodResizePending", "reason": resize[0]}]
+        pod["status"] = status
+    return pod

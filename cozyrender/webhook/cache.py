@@ -19,7 +19,20 @@ Rules:
   `unreadable` (decisions are refused while there are any: fail closed);
 - watch lag is measured (the object's last write in managedFields to the
   event here), and each apps object's uid and generation are remembered so
-  the ledger knows which reservations the watch has caught up with.
+  the ledger knows which reservations the watch has caught up with;
+- memory (issue 26): only what the rules read is kept. A pod is kept as
+  its name and its reading (`LiveIndex(compact_pods=True)`,
+  `budgets.usage.compact_pod`: one shared reading per pod shape); other
+  objects lose the metadata no rule reads (managedFields, annotations,
+  labels but a Namespace's, owner references, ...). Pods are watched with
+  the field selector `status.phase!=Succeeded,status.phase!=Failed`: the
+  rules count no finished pod, and the API server sends a DELETED event
+  when a pod finishes. Objects are kept once, in the index (no copy here);
+- the first lists are indexed at once (`LiveIndex.extend`), not one event
+  per object: each kind's list is kept (compact) until every kind has
+  listed, then all are indexed together and the watches start from their
+  lists' versions; a list holding an object the rules cannot read falls
+  back to one object at a time, so that one is set aside and named.
 
 lightkube drives the HTTP: its watch would silently restart from "now" on
 410 (losing events) and has no read timeout, so both are handled here.
@@ -29,12 +42,16 @@ from __future__ import annotations
 
 import datetime
 import logging
+import marshal
+import sys
 import threading
 import time
 from collections.abc import Callable
 
+from collections.abc import Iterable, Iterator
+
 from cozyrender.budgets.live import LiveIndex
-from cozyrender.kube.client import WATCHED, Watched, list_kind, list_scope, plain, resource
+from cozyrender.kube.client import WATCHED, Watched, list_scope, plain, resource
 from cozyrender.kube.shape import ShapeError
 
 from .metrics import Metrics
@@ -49,18 +66,80 @@ SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
+# What any rule reads of an object's metadata (identity, the ledger's uid,
+# generation and resourceVersion, a GPUClass's creation time); a Namespace's
+# labels too (its vGPU label).
+KEPT_METADATA = ("name", "namespace", "uid", "generation", "resourceVersion", "creationTimestamp")
+FINISHED_PODS = ("Succeeded", "Failed")
+
+
 def compact(obj: dict) -> dict:
-    """`obj` without what no rule reads and only costs memory: managedFields
-    and kubectl's last-applied annotation."""
+    """`obj` as the cache keeps it: without metadata other than
+    KEPT_METADATA (a Namespace keeps its labels), its other fields shared
+    with every other object holding the same value (`_shared`: a hoster's
+    VMs differ in their names, rarely in their specs). Pods are made
+    compact by the index (`LiveIndex(compact_pods=True)`)."""
     meta = obj.get("metadata")
-    if isinstance(meta, dict) and ("managedFields" in meta or LAST_APPLIED in (meta.get("annotations") or {})):
-        meta = dict(meta)
-        meta.pop("managedFields", None)
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
-            meta["annotations"] = {k: v for k, v in annotations.items() if k != LAST_APPLIED}
-        obj = dict(obj, metadata=meta)
-    return obj
+    if not isinstance(meta, dict):
+        return obj
+    kept = KEPT_METADATA + ("labels",) if obj.get("kind") == "Namespace" else KEPT_METADATA
+    out = {}
+    for key, value in obj.items():
+        key = sys.intern(key) if type(key) is str else key
+        if key == "metadata":
+            value = {sys.intern(k): (_interned(v) if k in ("namespace", "labels", "creationTimestamp") else v)
+                     for k, v in meta.items() if k in kept}
+        elif key in ("apiVersion", "kind"):
+            value = _interned(value)
+        elif obj.get("kind") != "Secret":
+            value = _shared(value)
+        out[key] = value
+    return out
+
+
+_SHARED_KEPT = 65536  # distinct values remembered
+_shared_values: dict[bytes, object] = {}
+
+
+def _shared(value: object) -> object:
+    """The one copy of `value` (a spec, a status) kept for every object
+    holding an equal one, types and key order included (read-only: the
+    cache and the rules never change a stored object)."""
+    if not isinstance(value, (dict, list)):
+        return _interned(value)
+    try:
+        key = marshal.dumps(value, 2)
+    except ValueError:  # a value marshal cannot write: not shared
+        return _interned(value)
+    found = _shared_values.get(key)
+    if found is None:
+        if len(_shared_values) >= _SHARED_KEPT:
+            _shared_values.clear()  # objects keep theirs; only sharing with new ones is lost
+        found = _shared_values[key] = _interned(value)
+    return found
+
+
+def _interned(value: object) -> object:
+    """`value` with its keys and short strings interned (one copy each in
+    the process)."""
+    if type(value) is dict:
+        return {sys.intern(k) if type(k) is str else k: _interned(v) for k, v in value.items()}
+    if type(value) is list:
+        return [_interned(v) for v in value]
+    if type(value) is str and len(value) <= 64:
+        return sys.intern(value)
+    return value
+
+
+def scope(watched: Watched) -> dict:
+    """`list_scope`, and for pods a field selector leaving out finished pods
+    (the rules count none of them; `kube.pods.is_terminated`)."""
+    options = list_scope(watched)
+    if (watched.group, watched.kind) == ("", "Pod"):
+        from lightkube import operators
+
+        options["fields"] = {"status.phase": operators.not_in(list(FINISHED_PODS))}
+    return options
 
 
 def last_write(obj: dict) -> float | None:
@@ -83,6 +162,11 @@ def _key(watched: Watched, obj: dict) -> tuple:
     return (meta.get("namespace"), meta.get("name"))
 
 
+def _identity(watched: Watched, key: tuple) -> tuple:
+    namespace, name = key
+    return (watched.group, watched.kind, namespace if watched.namespaced else None, name)
+
+
 class Cache:
     """List+watch of WATCHED into `index`, under `lock`."""
 
@@ -90,6 +174,7 @@ class Cache:
                  metrics: Metrics, server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN,
                  watched: tuple[Watched, ...] = WATCHED, stale_after: float = STALE_AFTER) -> None:
         self.make_client = make_client
+        index.use_compact_pods()
         self.index = index
         self.lock = lock
         self.metrics = metrics
@@ -98,7 +183,10 @@ class Cache:
         self.watched = watched
         self.stale_after = stale_after
         self._failing_since: dict[str, float] = {}  # kind -> when its watch started failing
-        self._objects: dict[str, dict[tuple, dict]] = {w.kind: {} for w in watched}
+        self._counts: dict[str, int] = {w.kind: 0 for w in watched}  # objects of each kind in the index
+        # Kind -> its first list, until every kind has listed (then one index of them all).
+        self._initial: dict[str, tuple] | None = {}
+        self._built = threading.Event()
         self._synced: dict[str, bool] = {w.kind: False for w in watched}
         self._problem: dict[str, str] = {}
         self.unreadable: dict[tuple, str] = {}
@@ -159,7 +247,7 @@ class Cache:
         return known[1] if known else None
 
     def size(self) -> dict[str, int]:
-        return {kind: len(objects) for kind, objects in self._objects.items()}
+        return dict(self._counts)
 
     # ----------------------------------------------------------------- events
 
@@ -174,69 +262,139 @@ class Cache:
         if not watched.keeps(obj):
             return
         key = _key(watched, obj)
-        objects = self._objects[watched.kind]
         meta = obj.get("metadata") or {}
         uid = meta.get("uid")
         with self.lock:
             if event == "DELETED":
-                if objects.pop(key, None) is not None:
-                    self.index.remove(obj)
+                self._drop(watched, key, obj)
                 self.unreadable.pop((watched.kind, *key), None)
                 if isinstance(uid, str):
                     self._deleted[uid] = time.time()
                     self._seen.pop(uid, None)
             else:
-                self._put(watched, key, compact(obj))
-                if isinstance(uid, str) and watched.group == "apps.cozystack.io":
-                    generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
-                    known = self._seen.get(uid)
-                    if known is None or known[0] < generation:
-                        self._seen[uid] = (generation, time.time())
-        self.metrics.cache_objects.labels(watched.kind).set(len(objects))
+                self._put(watched, key, obj if (watched.group, watched.kind) == ("", "Pod") else compact(obj))
+                self._saw(watched, meta)
+        self.metrics.cache_objects.labels(watched.kind).set(self._counts[watched.kind])
         self.metrics.unreadable.set(len(self.unreadable))
 
-    def _put(self, watched: Watched, key: tuple, obj: dict) -> None:
-        objects = self._objects[watched.kind]
+    def _saw(self, watched: Watched, meta: dict) -> None:
+        uid = meta.get("uid")
+        if isinstance(uid, str) and watched.group == "apps.cozystack.io":
+            generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
+            known = self._seen.get(uid)
+            if known is None or known[0] < generation:
+                self._seen[uid] = (generation, time.time())
+
+    def _drop(self, watched: Watched, key: tuple, obj: dict) -> None:
         try:
+            present = self.index.get(obj) is not None
+        except ShapeError:
+            return
+        if present:
+            self.index.remove(obj)
+            self._counts[watched.kind] -= 1
+
+    def _put(self, watched: Watched, key: tuple, obj: dict) -> None:
+        try:
+            present = self.index.get(obj) is not None
             self.index.upsert(obj)
         except ShapeError as err:
             # Unreadable: out of the index (its old copy too), refused loudly until fixed.
             self.unreadable[(watched.kind, *key)] = str(err)
-            if objects.pop(key, None) is not None:
-                self.index.remove(obj)
+            self._drop(watched, key, obj)
             return
         self.unreadable.pop((watched.kind, *key), None)
-        objects[key] = obj
+        if not present:
+            self._counts[watched.kind] += 1
 
-    def replace_all(self, watched: Watched, listed: list[dict]) -> None:
-        """A (re)list: change the index only where the listed objects differ."""
-        fresh = {}
+    def replace_all(self, watched: Watched, listed: Iterable[dict]) -> None:
+        """A (re)list: change the index only where the listed objects differ.
+        The objects are read one at a time (a list streamed from the API
+        server is never held whole); a kind's first list is indexed at once."""
+        first = self._counts[watched.kind] == 0 and not any(k[0] == watched.kind for k in self.unreadable)
+        if first:
+            self._first_list(watched, listed)
+            return
+        fresh: set[tuple] = set()
+        pod = (watched.group, watched.kind) == ("", "Pod")
         for obj in listed:
             obj.setdefault("apiVersion", watched.api_version)
             obj.setdefault("kind", watched.kind)
-            fresh[_key(watched, obj)] = compact(obj)
-        objects = self._objects[watched.kind]
+            key = _key(watched, obj)
+            fresh.add(key)
+            kept = obj if pod else compact(obj)
+            with self.lock:
+                if not pod:
+                    try:
+                        old = self.index.get(kept)
+                    except ShapeError:
+                        old = None
+                    if old is not None and _version(old) == _version(kept) and _version(kept):
+                        continue
+                self._put(watched, key, kept)
+                self._saw(watched, obj.get("metadata") or {})
         with self.lock:
-            for key in [key for key in objects if key not in fresh]:
-                self.index.remove(objects.pop(key))
+            for identity in self.index.identities(watched.group, watched.kind):
+                key = (identity[2], identity[3])
+                if key not in fresh:
+                    stand_in = {"apiVersion": watched.api_version, "kind": watched.kind,
+                                "metadata": {"name": key[1], **({"namespace": key[0]} if key[0] else {})}}
+                    self._drop(watched, key, stand_in)
             for key in [k for k in self.unreadable if k[0] == watched.kind and k[1:] not in fresh]:
                 del self.unreadable[key]
-            for key, obj in fresh.items():
-                old = objects.get(key)
-                if old is not None and _version(old) == _version(obj) and _version(obj):
-                    continue
-                self._put(watched, key, obj)
-                meta = obj.get("metadata") or {}
-                uid = meta.get("uid")
-                if isinstance(uid, str) and watched.group == "apps.cozystack.io":
-                    generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
-                    known = self._seen.get(uid)
-                    if known is None or known[0] < generation:
-                        self._seen[uid] = (generation, time.time())
             now = time.time()
             for uid in [uid for uid, when in self._deleted.items() if now - when > SEEN_KEEP]:
                 del self._deleted[uid]
-        self.metrics.cache_objects.labels(watched.kind).set(len(objects))
+        self._gauges(watched)
+
+    def _first_list(self, watched: Watched, listed: Iterable[dict]) -> None:
+        """A kind the index holds nothing of yet: its objects kept as they
+        stream in (a pod as its identity and reading), then indexed at once;
+        if any cannot be read that way, one at a time."""
+        objects: list[dict] = []
+        pods: list[tuple] = []
+        pod = (watched.group, watched.kind) == ("", "Pod")
+        for obj in listed:
+            obj.setdefault("apiVersion", watched.api_version)
+            obj.setdefault("kind", watched.kind)
+            if pod:
+                try:
+                    pods.append(self.index.pod_entry(obj))
+                except ShapeError:
+                    objects.append(obj)
+            else:
+                objects.append(compact(obj))
+            with self.lock:
+                self._saw(watched, obj.get("metadata") or {})
+        with self.lock:
+            if self._initial is not None:  # the first lists: indexed together once every kind has listed
+                self._initial[watched.kind] = (watched, objects, pods)
+                if len(self._initial) < len(self.watched):
+                    return
+                batches, self._initial = list(self._initial.values()), None
+            else:
+                batches = [(watched, objects, pods)]
+            by_kind = {each.kind: each for each, _, _ in batches}
+            leftover = self.index.extend([obj for _, objs, _ in batches for obj in objs],
+                                         [entry for _, _, entries in batches for entry in entries])
+            for each, objs, entries in batches:
+                self._counts[each.kind] += len(objs) + len(entries)
+            for obj in leftover:
+                self._counts[obj["kind"]] -= 1
+            for obj in leftover:
+                each = by_kind[obj["kind"]]
+                self._put(each, _key(each, obj), obj)
+        self._built.set()
+        for each, _, _ in batches:
+            self._gauges(each)
+
+    def _waiting(self, watched: Watched) -> bool:
+        """Whether `watched`'s first list waits to be indexed with the others'."""
+        with self.lock:
+            return self._initial is not None and watched.kind in self._initial
+
+    def _gauges(self, watched: Watched) -> None:
+        self.metrics.cache_objects.labels(watched.kind).set(self._counts[watched.kind])
         self.metrics.unreadable.set(len(self.unreadable))
 
     # ----------------------------------------------------------------- the loop
@@ -261,13 +419,14 @@ class Cache:
         while not self._stop.is_set():
             try:
                 if not version:
-                    listed, version = list_kind(client, watched)
-                    self.replace_all(watched, listed)
+                    version = self._list(client, watched)
                     self._synced[watched.kind] = True
                     self._problem.pop(watched.kind, None)
                     self._failing_since.pop(watched.kind, None)
                     self._versions[watched.kind] = version
                     self.metrics.ready.set(1 if self.ready() else 0)
+                while self._waiting(watched) and not self._stop.is_set():
+                    self._built.wait(1)  # watched from the list's version once every first list is indexed
                 self._watch(client, watched, version)
                 version = self._versions[watched.kind]
                 failures = 0
@@ -279,6 +438,7 @@ class Cache:
                     continue
                 if code == 404 and not self._synced[watched.kind]:
                     # Not served here: synced as empty, asked again later.
+                    self.replace_all(watched, ())
                     self._synced[watched.kind] = True
                     self._problem[watched.kind] = "not served by the API server"
                     self.metrics.ready.set(1 if self.ready() else 0)
@@ -303,12 +463,21 @@ class Cache:
                 log.warning("watch of %s: %s: %s", watched.plural, type(err).__name__, err)
             self._stop.wait(RETRY[min(failures, len(RETRY)) - 1] if failures else 0)
 
+    def _list(self, client, watched: Watched, chunk_size: int = 500) -> str:
+        """List `watched` (in chunks, streamed into `replace_all`); the list's resourceVersion."""
+        listing = client.list(resource(watched), chunk_size=chunk_size, **scope(watched))
+        self.replace_all(watched, _kept(watched, listing))
+        try:
+            return listing.resourceVersion
+        except Exception:  # an empty list never started iterating
+            return ""
+
     def _watch(self, client, watched: Watched, version: str) -> None:
         """Watch from `version`, remembering the last version seen in
         `_versions` (lightkube re-opens a watch the server closed cleanly;
         errors and read timeouts raise)."""
         events = client.watch(resource(watched), server_timeout=self.server_timeout, resource_version=version,
-                              **list_scope(watched))
+                              **scope(watched))
         for event, obj in events:
             if self._stop.is_set():
                 break
@@ -322,3 +491,12 @@ class Cache:
 
 def _version(obj: dict) -> str:
     return (obj.get("metadata") or {}).get("resourceVersion") or ""
+
+
+def _kept(watched: Watched, listing) -> Iterator[dict]:
+    for item in listing:
+        obj = plain(item)
+        obj.setdefault("apiVersion", watched.api_version)
+        obj.setdefault("kind", watched.kind)
+        if watched.keeps(obj):
+            yield obj
