@@ -33,6 +33,8 @@ import threading
 import time
 from pathlib import Path
 
+from baseline import BASELINE, extract
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 for extra in (ROOT / "tools" / "controlplane", ROOT / "tests"):
@@ -41,7 +43,6 @@ for extra in (ROOT / "tools" / "controlplane", ROOT / "tests"):
 
 FRACTION = float(os.environ.get("BENCH_STARTUP_FRACTION", "0.1"))
 WRITERS = 8
-BASELINE = "9258299"
 
 _REPLICA = r"""
 import json, os, sys, threading, time
@@ -180,7 +181,7 @@ def run() -> None:
                   f"({stored / took:,.0f} per second, {WRITERS} writers)", flush=True)
             for problem in problems[:5]:
                 print(f"  refused: {problem}")
-            baseline = _baseline(Path(tmp))
+            baseline = extract(Path(tmp))
             results = {}
             for name, code in (("before", baseline), ("after", ROOT)):
                 if code is None:
@@ -203,18 +204,6 @@ def run() -> None:
                       f"{after['ready'] / FRACTION:.0f} s")
         finally:
             plane.stop()
-
-
-def _baseline(tmp: Path) -> Path | None:
-    target = tmp / "baseline"
-    target.mkdir()
-    try:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASELINE, "cozyrender"], capture_output=True,
-                                 check=True, timeout=60).stdout
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True, timeout=60)
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        return None
-    return target
 
 
 if __name__ == "__main__":

@@ -32,9 +32,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from baseline import BASELINE, extract
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-BASELINE = "9258299"  # main before issue 26's cache work
 TARGET_MIB = 60
 PODS = 100_000
 
@@ -143,18 +144,6 @@ def _measure(code: Path, dataset: str, source: str, count: int = 0, traced: bool
     return json.loads(out.stdout)
 
 
-def _baseline(tmp: Path) -> Path | None:
-    target = tmp / "baseline"
-    target.mkdir()
-    try:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", BASELINE, "cozyrender"], capture_output=True,
-                                 check=True, timeout=60).stdout
-        subprocess.run(["tar", "-x", "-C", str(target)], input=archive, check=True, timeout=60)
-    except (OSError, subprocess.CalledProcessError, subprocess.TimeoutExpired):
-        return None
-    return target
-
-
 def _line(name: str, objects: int, result: dict | None) -> float | None:
     if result is None:
         return None
@@ -169,7 +158,7 @@ def run() -> None:
     import importlib.util
 
     with tempfile.TemporaryDirectory() as tmp:
-        baseline = _baseline(Path(tmp))
+        baseline = extract(Path(tmp))
         if baseline is None:
             print(f"(no baseline: git or commit {BASELINE} missing; the figures after only)")
         print(f"{PODS:,} pods as the API server sends them (managedFields, statuses; 5 % finished):")

@@ -23,13 +23,12 @@ import json
 import socket
 import ssl
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
-from kubeapi import KubeAPI, apps_path
+from kubeapi import apps_path
 from test_webhook_live import A100, make_tenant, stored, vm_body
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +37,7 @@ sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
 sys.path.insert(0, str(ROOT / "tools" / "image"))
 
 import build  # noqa: E402
+from test_node_cluster import api, kubectl_json, wait_for  # noqa: E402,F401 - the node tests' fixture and helpers
 
 GPU = "nvidia.com/GA100"
 NAMESPACE = "cozyrender-system"
@@ -67,31 +67,6 @@ def plane(tmp_path_factory):
         except Exception as err:  # noqa: BLE001
             print(f"cert-manager uninstall: {err}", file=sys.stderr)
         plane.stop()
-
-
-@pytest.fixture(scope="module")
-def api(plane) -> KubeAPI:
-    api = KubeAPI(plane)
-    status, body = api.create("/apis/cozystack.io/v1alpha1/gpuclasses", {
-        "apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": "a100"},
-        "spec": {"vendor": "nvidia", "model": "A100", "mode": "passthrough", "memory": "40Gi",
-                 "sourceKind": "PCIHostDevice", "resourceName": GPU}})
-    assert status in (201, 409), body
-    return api
-
-
-def kubectl_json(plane, *args: str) -> dict:
-    return json.loads(plane.kubectl(*args, "-o", "json").stdout)
-
-
-def wait_for(what: str, probe, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
-        time.sleep(0.5)
 
 
 def ready(obj: dict) -> bool:
