@@ -242,10 +242,26 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 ReadableDumper.add_representer(str, _str)
 
 
+class FastReadableDumper(yaml.CSafeDumper):  # type: ignore[misc, valid-type]
+    """ReadableDumper's representation written by libyaml's emitter: the same
+    values, about five times faster; the text may differ from the Python
+    emitter's in how an odd string is quoted (both read back the same)."""
+
+
+FastReadableDumper.add_representer(str, _str)
+
+_READABLE = {"sort_keys": False, "default_flow_style": False, "allow_unicode": True, "width": 1 << 16}
+
+
 def dump_readable(value: object, **options: object) -> str:
     """`value` as readable YAML (see ReadableDumper); `options` go to yaml.dump."""
-    settings = {"sort_keys": False, "default_flow_style": False, "allow_unicode": True, "width": 1 << 16}
-    return yaml.dump(value, Dumper=ReadableDumper, **{**settings, **options})
+    return yaml.dump(value, Dumper=ReadableDumper, **{**_READABLE, **options})
+
+
+def dump_readable_fast(value: object) -> str:
+    """`dump_readable` through libyaml, for text only a program reads back
+    (Flux's patches): the same values, written faster."""
+    return yaml.dump(value, Dumper=FastReadableDumper, **_READABLE)
 
 
 # -- bounded loads -------------------------------------------------------------

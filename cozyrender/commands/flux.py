@@ -153,8 +153,8 @@ def _derive(release, namespace, chart, stream, checkout, values, quiet: bool = F
             warn(note)
         merged = merge_values(parent_layer(parent, target.namespace),
                               user_values(values_files, sets, set_string, set_json, set_file, target.inline))
-        raw = flux.render_values(target.chart, merged, target.release, target.namespace)
-        derived = flux.derive(raw)
+        raw, documents = flux.render_release(target.chart, merged, target.release, target.namespace)
+        derived = flux.derive(raw, documents)
     except flux.FluxError as err:
         fail(str(err))
     except RecursionError:  # the HelmRelease's inline values, hundreds of levels deep

@@ -56,7 +56,7 @@ from cozyrender.flux.patches import (
 )
 from cozyrender.flux.printing import Layout, flow, format_post_renderers, render_item
 from cozyrender.flux.source import (chart_path, git_root, is_chart, refuse_values_files, render_raw,
-    render_values)
+    render_release, render_values)
 from cozyrender.flux.stream import Document, Stream, read_file, read_text
 from cozyrender.flux.target import Target, resolve
 
@@ -67,5 +67,5 @@ __all__ = [
     "format_post_renderers", "git_root", "identities", "guard", "is_chart", "is_owned", "load_helmrelease",
     "load_helmrelease_text", "object_key", "parse_objects", "per_annotation", "plan_entry",
     "pointer", "read_by_rules", "read_file", "read_text", "refuse_values_files", "release_identity", "render_item",
-    "render_raw", "render_values", "same", "resolve", "select", "selects", "shorten_name", "target_for", "unified_diff",
+    "render_raw", "render_release", "render_values", "same", "resolve", "select", "selects", "shorten_name", "target_for", "unified_diff",
 ]

@@ -154,7 +154,7 @@ def postrenderers_for(release: Mapping, parent: ParentState, chart: str | Path) 
     """cozyrender's entry (a list of zero or one) for this release, rendered
     from `chart` (the chart its ExternalArtifact serves) with the values Flux
     will use. Raises InjectError when that cannot be computed."""
-    from cozyrender.flux.source import render_values
+    from cozyrender.flux.source import render_release
 
     if not is_tenant_release(release):
         raise InjectError(f"{_where(release)} is not a Cozystack tenant release")
@@ -164,7 +164,7 @@ def postrenderers_for(release: Mapping, parent: ParentState, chart: str | Path) 
         raise InjectError(f"{_where(release)}: no release name or namespace")
     values = release_values(release, parent)
     try:
-        return derive(render_values(chart, values, name, namespace)).post_renderers
+        return derive(*render_release(chart, values, name, namespace)).post_renderers
     except InjectError:
         raise
     except FluxError as err:

@@ -36,7 +36,7 @@ import yaml
 
 from cozyrender.flux.objects import ObjectKey, describe, documents_like, load_documents, parse_objects, same, sort_key
 from cozyrender import values_secret
-from cozyrender.yamlio import dump_readable
+from cozyrender.yamlio import dump_readable_fast as dump_readable
 
 MARKER = "# cozyrender flux: generated from the chart and values; regenerate, do not edit"
 _ANNOTATIONS = "/metadata/annotations"
@@ -260,8 +260,10 @@ class Derived:
         return self.post_renderers[0]["kustomize"]["patches"] if self.post_renderers else []
 
 
-def derive(raw: bytes) -> Derived:
-    """Post-render `raw` and express the difference as Flux post-renderers."""
+def derive(raw: bytes, rendered: list | None = None) -> Derived:
+    """Post-render `raw` and express the difference as Flux post-renderers.
+    `rendered`: `raw`'s documents as SafeLoader reads them, when the render
+    already read them (`flux.source.render_release`); read here otherwise."""
     from cozyrender.postrender import PostRenderError, post_render
 
     try:
@@ -269,7 +271,8 @@ def derive(raw: bytes) -> Derived:
     except PostRenderError as err:
         raise FluxError(f"post-render: {err}") from None
     try:
-        rendered = load_documents(raw)
+        if rendered is None:
+            rendered = load_documents(raw)
         documents = documents_like(result.output, raw, rendered)
     except yaml.YAMLError:
         rendered = documents = None  # parse_objects words it

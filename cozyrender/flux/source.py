@@ -103,9 +103,17 @@ def render_raw(chart: str | Path, release: str, namespace: str, values_files: Se
 def render_values(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str
                   ) -> bytes:
     """Helm's output for the chart with these (already merged) user values."""
-    from cozyrender.render import RenderError, template
+    return render_release(chart, values, release, namespace)[0]
+
+
+def render_release(chart: str | Path, values: Mapping[str, Any], release: str, namespace: str
+                   ) -> tuple[bytes, list | None]:
+    """`render_values`' bytes, and their documents as SafeLoader reads them
+    (the render's own reading: `Rendered.documents`, None when it cannot stand in)."""
+    from cozyrender.render import RenderError, render
 
     try:
-        return template(chart, values, release, namespace)
+        rendered = render(chart, values, release, namespace)
     except RenderError as err:
         raise FluxError(str(err)) from None
+    return rendered.text().encode("utf-8"), rendered.documents()

@@ -54,11 +54,15 @@ def go_trim_space(text: str) -> str:
 
 @dataclass(frozen=True)
 class Manifest:
-    """One rendered document as Helm keeps it: its template path, text and kind."""
+    """One rendered document as Helm keeps it: its template path, text and
+    kind; and `value`, the document as SafeLoader read it for sorting (None
+    for a document of comments only), so a reader of the release need not
+    parse it again."""
 
     path: str
     content: str
     kind: str
+    value: Any = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,18 @@ class Rendered:
         """The output of `helm template` for this release."""
         return format_manifests(self.manifests, self.hooks)
 
+    def documents(self) -> list | None:
+        """What SafeLoader's `load_all` reads from `text()`, document by
+        document, as the sorting read them: each document of the text is one
+        manifest's content (which holds no `---` line) after a comment line.
+        None when a content holds a byte order mark, which a lone document
+        drops at its start but a stream keeps there. Fresh objects of each
+        render."""
+        every = (*self.manifests, *self.hooks)
+        if any("\ufeff" in manifest.content for manifest in every):
+            return None
+        return [manifest.value for manifest in every]
+
 
 def split_manifests(text: str) -> list[str]:
     """Helm's SplitManifests: the documents of one template file, trimmed, in order."""
@@ -83,15 +99,14 @@ def split_manifests(text: str) -> list[str]:
     return docs
 
 
-def _head(path: str, doc: str) -> dict[str, Any]:
-    """The part of a document Helm reads to sort it (kind, name, annotations)."""
-    try:
-        head = yaml.load(doc, Loader=_Loader)
+def _head(path: str, doc: str) -> dict[str, Any] | None:
+    """The document as SafeLoader reads it, which Helm reads to sort it (kind,
+    name, annotations): a mapping, or None for a document of comments only."""
+    try:  # with the line break `text()` prints after it, so a block scalar at its end reads alike
+        head = yaml.load(doc + "\n", Loader=_Loader)
     except yaml.YAMLError as err:
         raise RenderError(f"YAML parse error on {path}: {yaml_problem(err)}") from None
-    if head is None:
-        return {}
-    if not isinstance(head, dict):
+    if head is not None and not isinstance(head, dict):
         raise RenderError(f"YAML parse error on {path}: a document is not a mapping")
     return head
 
@@ -122,7 +137,8 @@ def sort_manifests(files: Mapping[str, str], ordering: Sequence[str] = INSTALL_O
         if posixpath.basename(path).startswith("_") or go_trim_space(content) == "":
             continue
         for doc in split_manifests(content):
-            head = _head(path, doc)
+            value = _head(path, doc)
+            head = value or {}
             kind = head.get("kind")
             kind = kind if isinstance(kind, str) else ""
             metadata = head.get("metadata")
@@ -130,11 +146,11 @@ def sort_manifests(files: Mapping[str, str], ordering: Sequence[str] = INSTALL_O
             annotations = metadata.get("annotations")
             events = annotations.get(HOOK_ANNOTATION) if isinstance(annotations, dict) else None
             if events is None:
-                generic.append(Manifest(path, doc, kind))
+                generic.append(Manifest(path, doc, kind, value))
                 continue
             if not all(e.strip().lower() in HOOK_EVENTS for e in str(events).split(",")):
                 continue  # Helm skips documents with an unknown hook event
-            hooks.append(Manifest(path, doc, kind))
+            hooks.append(Manifest(path, doc, kind, value))
     # list.sort is stable, like Go's sort.SliceStable.
     generic.sort(key=_kind_key(ordering))
     hooks.sort(key=_kind_key(ordering))
