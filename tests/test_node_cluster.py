@@ -32,12 +32,14 @@ import sys
 import threading
 import time
 import urllib.request
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from kubeapi import KubeAPI, apps_path
-from test_webhook_live import A100, make_tenant, stored, vm_body
+import test_webhook_live
+from test_webhook_live import A100, stored, vm_body
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".cache" / "bin"
@@ -85,6 +87,30 @@ def wait_for(what: str, probe, timeout: float = 180.0):
             return value
         assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
         time.sleep(0.5)
+
+
+def make_tenant(api: KubeAPI, name: str, quotas: dict, patience: float = 90.0) -> str:
+    """test_webhook_live.make_tenant, asked again while the answer is a 500 (a refusal failing
+    closed: nothing is stored, so asking again is safe), for at most `patience` seconds. Each
+    such refusal is reported as a warning in the webhook's or the API server's words: one CI
+    run on a fresh machine saw Tenant creates refused 500 for about a minute after the rolling
+    updates here, which no run on the development machine has shown; the warning keeps it in
+    sight, and a refusal that outlasts `patience` still fails the test."""
+    deadline = time.monotonic() + patience
+    refusals: list[str] = []
+    try:
+        while True:
+            try:
+                return test_webhook_live.make_tenant(api, name, quotas)
+            except AssertionError as err:
+                if not str(err).startswith("500:") or time.monotonic() > deadline:
+                    raise
+                refusals.append(str(err).splitlines()[0][:400])
+                time.sleep(3)
+    finally:
+        if refusals:
+            warnings.warn(f"Tenant {name}: {len(refusals)} create(s) refused 500 before the last answer; "
+                          f"first: {refusals[0]}; last: {refusals[-1]}")
 
 
 def webhook_pods(plane) -> list[dict]:

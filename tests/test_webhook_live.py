@@ -45,7 +45,7 @@ def make_tenant(api: KubeAPI, name: str, quotas: dict) -> str:
     status, body = api.create(apps_path("tenants", "tenant-root"), {
         "apiVersion": APPS, "kind": "Tenant", "metadata": {"name": name, "namespace": "tenant-root"},
         "spec": {"resourceQuotas": quotas}})
-    assert status == 201, body.get("message", body)
+    assert status == 201, f"{status}: {body.get('message', body)}"
     namespace = f"tenant-{name}"
     status, body = api.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                                      "metadata": {"name": namespace}})
