@@ -227,8 +227,7 @@ def test_the_cache_relists_after_410_gone(cluster, api) -> None:
     vms = tuple(w for w in WATCHED if w.kind == "VMInstance")
     metrics, index = Metrics(), LiveIndex()
     cache = Cache(lambda: make_client(str(cluster.kubeconfig)), index, threading.Lock(), metrics, watched=vms)
-    cache._versions["VMInstance"] = "1"  # as if resuming a watch whose version etcd has compacted away
-    cache.start()
+    cache.start(versions={"VMInstance": "1"})  # as if resuming a watch whose version etcd has compacted away
     try:
         deadline = time.monotonic() + 20
         while not cache.ready() and time.monotonic() < deadline:

@@ -1,18 +1,23 @@
-"""List+watch one kind into a local store, as client-go's reflector and
-informer do, for cozyrender's controllers.
+"""List+watch one kind, as client-go's reflector and informer do: the one
+watch loop of cozyrender's controllers, the Flux loop and the webhook's cache.
 
 Rules:
-- the first list fills the store; `synced` is set once it has;
-- the watch resumes from the last resourceVersion seen; 410 Gone (the
-  version was compacted away), a watch error, a read timeout or a cut
-  connection relist the kind, and the store is replaced *by difference*:
-  handlers hear ADDED/MODIFIED/DELETED only where the cluster changed, so a
-  relist costs no work downstream where nothing moved;
+- `Reflector` is the loop: a list (in chunks, streamed to its sink as it
+  arrives, never held whole), then a watch from the list's resourceVersion,
+  resumed from the last version seen when the API server closes it cleanly;
+  410 Gone (the version was compacted away) relists at once, a watch error,
+  a read timeout or a cut connection relist after a back-off. Only a list
+  proves the sink current again, so every failure relists;
 - a watch carries a server timeout and a client read timeout a little
   longer, so a watch that went silent is noticed;
-- `transform` shrinks each object before it is stored (or returns None to
-  keep it out): a pod the controller does not care about costs nothing, and
-  the store holds only the fields a rule reads;
+- the sink hears the list (`replace`, an iterable of plain objects) and each
+  event (`apply`); hooks hear each list done and each failure (a failure
+  hook may take a failure over, such as a kind the server does not serve,
+  and say when to list again);
+- `Informer` is a Reflector whose sink is a local store (key -> transformed
+  object): a relist replaces the store *by difference*, so handlers hear
+  ADDED/MODIFIED/DELETED only where the cluster changed; `transform` shrinks
+  each object before it is stored (or returns None to keep it out);
 - handlers run on the watch's thread, outside any lock of ours: they are
   expected to be short (record what changed and let a work queue act).
 
@@ -29,8 +34,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from cozyrender.kube.client import Watched, list_scope, plain, resource
 
@@ -39,6 +45,7 @@ log = logging.getLogger("cozyrender.kube.watch")
 SERVER_TIMEOUT = 240  # seconds the API server keeps a watch open before closing it cleanly
 READ_MARGIN = 30  # more seconds of silence after that before the client gives up on it
 RETRY = (0.5, 1, 2, 5, 10)  # back-off after consecutive failures
+GONE, MISSING, TIMEOUT, ERROR = "gone", "missing", "timeout", "error"  # what a failure was
 
 Handler = Callable[[str, "dict | None", "dict | None"], None]  # (event, new, old)
 
@@ -88,6 +95,144 @@ def list_scope_selection(watched: Watched) -> Selection:
     return Selection(namespace=None if namespace in (None, "*") else namespace, fields=scope.get("fields"))
 
 
+class Sink(Protocol):
+    """Where a Reflector delivers: a (re)list, streamed, and each watch event."""
+
+    def replace(self, listed: Iterable[dict]) -> None: ...
+
+    def apply(self, event: str, obj: dict) -> None: ...
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A list or watch that failed: what it was (GONE, MISSING: 404, TIMEOUT,
+    ERROR), the HTTP code when the API server answered, and why in words."""
+
+    reason: str
+    code: int | None
+    problem: str
+
+
+def _failure(err: Exception) -> Failure:
+    status = getattr(err, "status", None)
+    code = getattr(status, "code", None)
+    if code is not None:
+        reason = GONE if code == 410 else MISSING if code == 404 else ERROR
+        return Failure(reason, code, f"{code}: {getattr(status, 'message', None) or err}")
+    reason = TIMEOUT if "Timeout" in type(err).__name__ else ERROR
+    return Failure(reason, None, f"{type(err).__name__}: {err}")
+
+
+class Reflector:
+    """The list+watch loop of one kind into `sink`, on a thread of its own.
+
+    Hooks (each on the loop's thread): `on_listed()` after each list;
+    `on_failure(failure)` after each failure, returning None, or the seconds
+    to wait before listing again when it took the failure over (then it is
+    not counted towards the back-off); `before_watch()` before each watch,
+    which may block (the webhook's cache waits there until every kind's
+    first list is indexed). `version`: a resourceVersion to watch from
+    without listing first."""
+
+    def __init__(self, make_client: Callable[[], object], watched: Watched, sink: Sink,
+                 selection: Selection | None = None, server_timeout: int = SERVER_TIMEOUT,
+                 read_margin: int = READ_MARGIN, on_listed: Callable[[], None] | None = None,
+                 on_failure: Callable[[Failure], float | None] | None = None,
+                 before_watch: Callable[[], None] | None = None, version: str = "") -> None:
+        self.make_client = make_client
+        self.watched = watched
+        self.sink = sink
+        self.selection = selection or Selection()
+        self.server_timeout = server_timeout
+        self.read_margin = read_margin
+        self.on_listed = on_listed
+        self.on_failure = on_failure
+        self.before_watch = before_watch
+        self.version = version  # the last resourceVersion seen ("": list first)
+        self.stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._client = None
+
+    def start(self) -> Reflector:
+        self._thread = threading.Thread(target=self._run, name=f"watch-{self.watched.plural}", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        client = self._client
+        if client is not None:
+            # Closed on a thread of its own: closing while a watch is being read can wait for that
+            # read, and a stopping process must not (it releases its Lease next).
+            threading.Thread(target=_close, args=(client,), name="watch-close", daemon=True).start()
+
+    def _new_client(self):
+        client = self.make_client()
+        inner = getattr(client, "_client", None)
+        if getattr(inner, "_watch_timeout", None) is not None:
+            import httpx2
+
+            inner._watch_timeout = httpx2.Timeout(10.0, read=self.server_timeout + self.read_margin)
+        self._client = client
+        return client
+
+    def _list(self, client) -> None:
+        listing = client.list(resource(self.watched), chunk_size=500, **self.selection.options(self.watched))
+        self.sink.replace(_plain(listing))
+        try:
+            self.version = listing.resourceVersion
+        except Exception:  # noqa: BLE001 - an empty list that never started iterating
+            self.version = ""
+
+    def _watch(self, client) -> None:
+        events = client.watch(resource(self.watched), server_timeout=self.server_timeout,
+                              resource_version=self.version or None, **self.selection.options(self.watched))
+        for event, obj in events:
+            if self.stopping.is_set():
+                return
+            data = plain(obj)
+            version = (data.get("metadata") or {}).get("resourceVersion")
+            if event in ("ADDED", "MODIFIED", "DELETED"):
+                self.sink.apply(event, data)
+            if version:
+                self.version = version
+
+    def _run(self) -> None:
+        client = self._new_client()
+        failures = 0
+        while not self.stopping.is_set():
+            wait = 0.0
+            try:
+                if not self.version:
+                    self._list(client)
+                    if self.on_listed is not None:
+                        self.on_listed()
+                if self.before_watch is not None:
+                    self.before_watch()
+                if self.stopping.is_set():
+                    return
+                self._watch(client)
+                failures = 0
+            except Exception as err:  # noqa: BLE001 - 410, 404, transport errors, timeouts: relist
+                if self.stopping.is_set():
+                    return
+                failure = _failure(err)
+                self.version = ""  # only a list proves the sink current again
+                taken = self.on_failure(failure) if self.on_failure is not None else None
+                if taken is not None:
+                    wait = taken
+                elif failure.reason != GONE:  # 410: relist at once, as client-go does
+                    failures += 1
+                    wait = RETRY[min(failures, len(RETRY)) - 1]
+            if wait:
+                self.stopping.wait(wait)
+
+
+def _plain(listing) -> Iterator[dict]:
+    for item in listing:
+        yield plain(item)
+
+
 class Informer:
     """One kind, listed and watched into `store` (key -> transformed object)."""
 
@@ -95,37 +240,38 @@ class Informer:
                  selection: Selection | None = None, transform: Callable[[dict], dict | None] | None = None,
                  server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN,
                  on_failure: Callable[[str], None] | None = None) -> None:
-        self.make_client = make_client
         self.on_failure = on_failure  # told each failed list or watch, in words (a metric counts them)
         self.watched = watched
         self.handler = handler
-        self.selection = selection or Selection()
         self.transform = transform or (lambda obj: obj)
-        self.server_timeout = server_timeout
-        self.read_margin = read_margin
         self.store: dict[tuple[str, str], dict] = {}
         self.synced = threading.Event()
         self.problem = ""  # why the last list or watch failed, "" while healthy
         self.relists = 0
-        self._version = ""
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._client = None
+        self.reflector = Reflector(make_client, watched, self, selection, server_timeout, read_margin,
+                                   on_listed=self._listed, on_failure=self._failed)
 
     # -------------------------------------------------------------- lifecycle
 
     def start(self) -> Informer:
-        self._thread = threading.Thread(target=self._run, name=f"watch-{self.watched.plural}", daemon=True)
-        self._thread.start()
+        self.reflector.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        client = self._client
-        if client is not None:
-            # Closed on a thread of its own: closing while a watch is being read can wait for that
-            # read, and a stopping process must not (it releases its Lease next).
-            threading.Thread(target=_close, args=(client,), name="watch-close", daemon=True).start()
+        self.reflector.stop()
+
+    def _listed(self) -> None:
+        self.relists += 1
+        self.problem = ""
+        self.synced.set()
+
+    def _failed(self, failure: Failure) -> None:
+        self.problem = failure.problem
+        if failure.reason != GONE:
+            log.warning("watch of %s: %s", self.watched.plural, self.problem)
+        if self.on_failure is not None:
+            self.on_failure(self.problem)
+        return None
 
     # -------------------------------------------------------------- store
 
@@ -163,71 +309,6 @@ class Informer:
         for key in [key for key in self.store if key not in seen]:
             old = self.store.pop(key)
             self._deliver("DELETED", None, old)
-
-    # -------------------------------------------------------------- the loop
-
-    def _new_client(self):
-        client = self.make_client()
-        inner = getattr(client, "_client", None)
-        if getattr(inner, "_watch_timeout", None) is not None:
-            import httpx2
-
-            inner._watch_timeout = httpx2.Timeout(10.0, read=self.server_timeout + self.read_margin)
-        self._client = client
-        return client
-
-    def _list(self, client) -> None:
-        options = self.selection.options(self.watched)
-        listing = client.list(resource(self.watched), chunk_size=500, **options)
-        items = [plain(item) for item in listing]
-        try:
-            self._version = listing.resourceVersion
-        except Exception:  # noqa: BLE001 - an empty list that never started iterating
-            self._version = ""
-        self.replace(items)
-        self.relists += 1
-
-    def _watch(self, client) -> None:
-        options = self.selection.options(self.watched)
-        events = client.watch(resource(self.watched), server_timeout=self.server_timeout,
-                              resource_version=self._version or None, **options)
-        for event, obj in events:
-            if self._stop.is_set():
-                return
-            data = plain(obj)
-            version = (data.get("metadata") or {}).get("resourceVersion")
-            if event in ("ADDED", "MODIFIED", "DELETED"):
-                self.apply(event, data)
-            if version:
-                self._version = version
-
-    def _run(self) -> None:
-        client = self._new_client()
-        failures = 0
-        listed = False
-        while not self._stop.is_set():
-            try:
-                if not listed:
-                    self._list(client)
-                    listed = True
-                    self.problem = ""
-                    self.synced.set()
-                self._watch(client)
-                failures = 0
-            except Exception as err:  # noqa: BLE001 - 410, transport errors, timeouts: relist
-                if self._stop.is_set():
-                    return
-                failures += 1
-                status = getattr(err, "status", None)
-                code = getattr(status, "code", None)
-                self.problem = f"{code or type(err).__name__}: {getattr(status, 'message', None) or err}"
-                if code != 410:
-                    log.warning("watch of %s: %s", self.watched.plural, self.problem)
-                if self.on_failure is not None:
-                    self.on_failure(self.problem)
-                listed = False  # only a list proves the store current again
-            if failures:
-                self._stop.wait(RETRY[min(failures, len(RETRY)) - 1])
 
 
 def _close(client) -> None:

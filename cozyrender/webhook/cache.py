@@ -34,8 +34,10 @@ Rules:
   lists' versions; a list holding an object the rules cannot read falls
   back to one object at a time, so that one is set aside and named.
 
-lightkube drives the HTTP: its watch would silently restart from "now" on
-410 (losing events) and has no read timeout, so both are handled here.
+The list+watch loop itself is `kube.watch.Reflector`, the one of the
+controllers and the Flux loop: one per kind, delivering here (`_KindSink`);
+this module keeps the index, the readiness rules and the ledger's
+bookkeeping.
 """
 
 from __future__ import annotations
@@ -46,21 +48,18 @@ import marshal
 import sys
 import threading
 import time
-from collections.abc import Callable
-
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 
 from cozyrender.budgets.live import LiveIndex
-from cozyrender.kube.client import WATCHED, Watched, list_scope, plain, resource
+from cozyrender.kube.client import WATCHED, Watched, list_scope
 from cozyrender.kube.shape import ShapeError
+from cozyrender.kube.watch import GONE, MISSING, READ_MARGIN, SERVER_TIMEOUT, Failure, Reflector, Selection
 
 from .metrics import Metrics
 
 log = logging.getLogger("cozyrender.webhook.cache")
 
-SERVER_TIMEOUT = 240  # seconds the API server keeps a watch open before closing it cleanly
-READ_MARGIN = 30  # more seconds of silence after that before the client gives up on it
-RETRY = (0.5, 1, 2, 5, 10)  # back-off after errors
 STALE_AFTER = 30.0  # seconds of failing watches and relists before the cache counts as stale (not ready)
 SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -142,6 +141,13 @@ def scope(watched: Watched) -> dict:
     return options
 
 
+def selection(watched: Watched) -> Selection:
+    """`scope` in the form `kube.watch.Reflector` takes."""
+    options = scope(watched)
+    namespace = options.get("namespace")
+    return Selection(namespace=None if namespace in (None, "*") else namespace, fields=options.get("fields"))
+
+
 def last_write(obj: dict) -> float | None:
     """The latest time in the object's managedFields (epoch seconds), or None."""
     meta = obj.get("metadata") or {}
@@ -192,26 +198,25 @@ class Cache:
         self.unreadable: dict[tuple, str] = {}
         self._seen: dict[str, tuple[int, float]] = {}  # uid -> (generation, when first seen at it)
         self._deleted: dict[str, float] = {}  # uid -> when deleted
-        self._versions: dict[str, str] = {}  # kind -> the last resourceVersion seen
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._clients: list = []
+        self._reflectors: list[Reflector] = []
 
     # ----------------------------------------------------------------- public
 
-    def start(self) -> None:
+    def start(self, versions: Mapping[str, str] | None = None) -> None:
+        """One list+watch per kind; `versions`: kind -> a resourceVersion to
+        watch that kind from without listing first (as a restarted watch does)."""
         for watched in self.watched:
-            thread = threading.Thread(target=self._run, args=(watched,), name=f"watch-{watched.plural}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._reflectors.append(Reflector(
+                self.make_client, watched, _KindSink(self, watched), selection(watched), self.server_timeout,
+                self.read_margin, on_listed=partial(self._listed, watched), on_failure=partial(self._failed, watched),
+                before_watch=partial(self._await_first_index, watched),
+                version=(versions or {}).get(watched.kind, "")).start())
 
     def stop(self) -> None:
         self._stop.set()
-        for client in list(self._clients):
-            try:
-                client.close()
-            except Exception:
-                pass
+        for reflector in self._reflectors:
+            reflector.stop()
 
     def ready(self) -> bool:
         """Every first list synced, and no kind whose watch has been failing
@@ -397,105 +402,61 @@ class Cache:
         self.metrics.cache_objects.labels(watched.kind).set(self._counts[watched.kind])
         self.metrics.unreadable.set(len(self.unreadable))
 
-    # ----------------------------------------------------------------- the loop
+    # ----------------------------------------------------------------- the loop's hooks
 
-    def _client(self):
-        client = self.make_client()
-        # lightkube's watch has no read timeout: a silent watch would hang forever.
-        timeout = getattr(getattr(client, "_client", None), "_watch_timeout", None)
-        if timeout is not None:
-            import httpx2
+    def _listed(self, watched: Watched) -> None:
+        self._synced[watched.kind] = True
+        self._problem.pop(watched.kind, None)
+        self._failing_since.pop(watched.kind, None)
+        self.metrics.ready.set(1 if self.ready() else 0)
 
-            client._client._watch_timeout = httpx2.Timeout(10.0, read=self.server_timeout + self.read_margin)
-        self._clients.append(client)
-        return client
+    def _failed(self, watched: Watched, failure: Failure) -> float | None:
+        """A failed list or watch of `watched` (the Reflector relists it):
+        counted, and stale once failing for `stale_after`. A kind the API
+        server does not serve before it ever synced counts as synced and empty,
+        and is asked again in 30 s."""
+        kind = watched.kind
+        if failure.reason == GONE:
+            self.metrics.watch_restarts.labels(kind, "gone").inc()
+            return None
+        if failure.reason == MISSING and not self._synced[kind]:
+            self.replace_all(watched, ())
+            self._synced[kind] = True
+            self._problem[kind] = "not served by the API server"
+            self.metrics.ready.set(1 if self.ready() else 0)
+            return 30.0
+        self._failing_since.setdefault(kind, time.monotonic())
+        self._problem[kind] = failure.problem
+        self.metrics.watch_restarts.labels(kind, "error" if failure.code is not None else failure.reason).inc()
+        if failure.code is None:
+            log.warning("watch of %s: %s", watched.plural, failure.problem)
+        return None
 
-    def _run(self, watched: Watched) -> None:
-        from lightkube.core.exceptions import ApiError
+    def _await_first_index(self, watched: Watched) -> None:
+        """A kind is watched from its list's version once every first list is indexed."""
+        while self._waiting(watched) and not self._stop.is_set():
+            self._built.wait(1)
 
-        client = self._client()
-        failures = 0
-        version = self._versions.get(watched.kind, "")  # empty: list first
-        while not self._stop.is_set():
-            try:
-                if not version:
-                    version = self._list(client, watched)
-                    self._synced[watched.kind] = True
-                    self._problem.pop(watched.kind, None)
-                    self._failing_since.pop(watched.kind, None)
-                    self._versions[watched.kind] = version
-                    self.metrics.ready.set(1 if self.ready() else 0)
-                while self._waiting(watched) and not self._stop.is_set():
-                    self._built.wait(1)  # watched from the list's version once every first list is indexed
-                self._watch(client, watched, version)
-                version = self._versions[watched.kind]
-                failures = 0
-            except ApiError as err:
-                code = err.status.code if err.status is not None else None
-                if code == 410:
-                    self.metrics.watch_restarts.labels(watched.kind, "gone").inc()
-                    version = ""  # relist
-                    continue
-                if code == 404 and not self._synced[watched.kind]:
-                    # Not served here: synced as empty, asked again later.
-                    self.replace_all(watched, ())
-                    self._synced[watched.kind] = True
-                    self._problem[watched.kind] = "not served by the API server"
-                    self.metrics.ready.set(1 if self.ready() else 0)
-                    self._stop.wait(30)
-                    version = ""
-                    continue
-                failures += 1
-                self._failing_since.setdefault(watched.kind, time.monotonic())
-                self._problem[watched.kind] = f"{code}: {err.status.message if err.status else err}"
-                self.metrics.watch_restarts.labels(watched.kind, "error").inc()
-                version = ""
-            except Exception as err:  # transport errors, read timeouts: restart from where it was
-                if self._stop.is_set():
-                    return
-                failures += 1
-                reason = "timeout" if "Timeout" in type(err).__name__ else "error"
-                self._problem[watched.kind] = f"{type(err).__name__}: {err}"
-                self.metrics.watch_restarts.labels(watched.kind, reason).inc()
-                # Relist rather than resume: only a list proves the cache current again.
-                version = ""
-                self._failing_since.setdefault(watched.kind, time.monotonic())
-                log.warning("watch of %s: %s: %s", watched.plural, type(err).__name__, err)
-            self._stop.wait(RETRY[min(failures, len(RETRY)) - 1] if failures else 0)
 
-    def _list(self, client, watched: Watched, chunk_size: int = 500) -> str:
-        """List `watched` (in chunks, streamed into `replace_all`); the list's resourceVersion."""
-        listing = client.list(resource(watched), chunk_size=chunk_size, **scope(watched))
-        self.replace_all(watched, _kept(watched, listing))
-        try:
-            return listing.resourceVersion
-        except Exception:  # an empty list never started iterating
-            return ""
+class _KindSink:
+    """What a kind's Reflector delivers, into the cache."""
 
-    def _watch(self, client, watched: Watched, version: str) -> None:
-        """Watch from `version`, remembering the last version seen in
-        `_versions` (lightkube re-opens a watch the server closed cleanly;
-        errors and read timeouts raise)."""
-        events = client.watch(resource(watched), server_timeout=self.server_timeout, resource_version=version,
-                              **scope(watched))
-        for event, obj in events:
-            if self._stop.is_set():
-                break
-            data = plain(obj)
-            seen = (data.get("metadata") or {}).get("resourceVersion")
-            if event in ("ADDED", "MODIFIED", "DELETED"):
-                self.apply(watched, event, data)
-            if seen:
-                self._versions[watched.kind] = seen
+    def __init__(self, cache: Cache, watched: Watched) -> None:
+        self.cache, self.watched = cache, watched
+
+    def replace(self, listed: Iterable[dict]) -> None:
+        self.cache.replace_all(self.watched, _kept(self.watched, listed))
+
+    def apply(self, event: str, obj: dict) -> None:
+        self.cache.apply(self.watched, event, obj)
 
 
 def _version(obj: dict) -> str:
     return (obj.get("metadata") or {}).get("resourceVersion") or ""
 
 
-def _kept(watched: Watched, listing) -> Iterator[dict]:
-    for item in listing:
-        obj = plain(item)
+def _kept(watched: Watched, listed: Iterable[dict]) -> Iterator[dict]:
+    for obj in listed:
         obj.setdefault("apiVersion", watched.api_version)
         obj.setdefault("kind", watched.kind)
         if watched.keeps(obj):

@@ -1,0 +1,162 @@
+"""`kube.watch.Reflector`, the one list+watch loop (the webhook's cache, the
+controllers, the Flux loop), against a scripted client: what it lists, when
+it relists, how long it waits, and what its hooks hear. The live tests run
+it against a real API server (tests/test_webhook_live.py: 410 Gone and an
+API server that goes away; the controllers' and Flux's live tests)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from cozyrender.kube.client import Watched
+from cozyrender.kube.watch import GONE, MISSING, RETRY, TIMEOUT, Failure, Reflector
+
+KIND = Watched("", "v1", "ConfigMap", "configmaps", True)
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(message)
+        self.status = SimpleNamespace(code=code, message=message)
+
+
+class ReadTimeout(Exception):
+    pass
+
+
+def obj(name: str, version: str) -> dict:
+    return {"metadata": {"name": name, "namespace": "n", "resourceVersion": version}}
+
+
+class Listing:
+    """A chunked list: yields its items one at a time, noting each in `log`."""
+
+    def __init__(self, items: list[dict], version: str, log: list) -> None:
+        self.items, self.resourceVersion, self.log = items, version, log
+
+    def __iter__(self):
+        for item in self.items:
+            self.log.append(("listed", item["metadata"]["name"]))
+            yield item
+
+
+class Script:
+    """A client whose lists and watches follow `steps`: ("list", items, version),
+    ("watch", [(event, obj), ...]) or ("watch", an exception); the reflector
+    is stopped when the script runs out."""
+
+    def __init__(self, steps: list, log: list) -> None:
+        self.steps, self.log, self.reflector = list(steps), log, None
+
+    def _next(self, kind: str):
+        if not self.steps:
+            self.reflector.stop()
+            raise ReadTimeout("the script is over")
+        step = self.steps.pop(0)
+        assert step[0] == kind, (step, kind)
+        return step
+
+    def list(self, resource, chunk_size: int, **options):
+        self.log.append(("list", options.get("namespace")))
+        _, items, version = self._next("list")
+        return Listing(items, version, self.log)
+
+    def watch(self, resource, server_timeout: int, resource_version: str | None, **options):
+        self.log.append(("watch", resource_version))
+        _, events = self._next("watch")
+        if isinstance(events, Exception):
+            raise events
+        return iter(events)
+
+    def close(self) -> None:
+        pass
+
+
+class Stopping:
+    """The reflector's stop event, recording each wait instead of sleeping."""
+
+    def __init__(self, log: list) -> None:
+        self.log, self.stopped = log, False
+
+    def is_set(self) -> bool:
+        return self.stopped
+
+    def set(self) -> None:
+        self.stopped = True
+
+    def wait(self, seconds: float) -> bool:
+        self.log.append(("wait", seconds))
+        return self.stopped
+
+
+class Sink:
+    def __init__(self, log: list) -> None:
+        self.log = log
+
+    def replace(self, listed) -> None:
+        self.log.append(("replace",))
+        for item in listed:
+            self.log.append(("stored", item["metadata"]["name"]))
+
+    def apply(self, event: str, item: dict) -> None:
+        self.log.append((event, item["metadata"]["name"]))
+
+
+def run(steps: list, **hooks) -> tuple[list, Reflector]:
+    log: list = []
+    client = Script(steps, log)
+    reflector = Reflector(lambda: client, KIND, Sink(log), **hooks)
+    client.reflector = reflector
+    reflector.stopping = Stopping(log)
+    reflector._run()
+    return log, reflector
+
+
+def test_a_list_is_streamed_into_the_sink_then_watched_from_its_version():
+    hooks: list[str] = []
+    log, _ = run([("list", [obj("a", "5"), obj("b", "6")], "7"),
+                          ("watch", [("ADDED", obj("c", "8")), ("BOOKMARK", obj("", "9"))])],
+                         on_listed=lambda: hooks.append("listed"), before_watch=lambda: hooks.append("watch"))
+    # each item reaches the sink before the next is read: the list is never held whole
+    assert log[:7] == [("list", "*"), ("replace",), ("listed", "a"), ("stored", "a"), ("listed", "b"),
+                       ("stored", "b"), ("watch", "7")]
+    assert ("ADDED", "c") in log and ("BOOKMARK", "") not in log
+    assert log[log.index(("ADDED", "c")) + 1] == ("watch", "9")  # resumed from the last version seen
+    assert hooks[:3] == ["listed", "watch", "watch"]  # listed once, then each watch
+
+
+def test_410_gone_relists_at_once_and_errors_back_off_until_a_watch_succeeds():
+    failures: list[Failure] = []
+    log, _ = run([
+        ("list", [], "1"), ("watch", ApiError(410, "too old")),   # gone: relist, no wait
+        ("list", [], "2"), ("watch", ApiError(500, "boom")),      # error: wait RETRY[0]
+        ("list", [], "3"), ("watch", ReadTimeout("silent")),      # timeout: wait RETRY[1]
+        ("list", [], "4"), ("watch", []),                         # a watch ends well: the count resets
+        ("watch", ApiError(503, "busy")),                         # resumed from "4", then RETRY[0] again
+        ("list", [], "5"),
+    ], on_failure=lambda failure: failures.append(failure))
+    assert [f.reason for f in failures][:4] == [GONE, "error", TIMEOUT, "error"]
+    assert failures[1] == Failure("error", 500, "500: boom")
+    waits = [entry[1] for entry in log if entry[0] == "wait"]
+    assert waits[:3] == [RETRY[0], RETRY[1], RETRY[0]]
+    lists = [entry for entry in log if entry[0] == "list"]
+    assert len(lists) == 5  # every failure relists: only a list proves the sink current
+    assert ("watch", "4") in log and log.count(("watch", "4")) == 2
+
+
+def test_a_failure_hook_may_take_a_failure_over_and_say_when_to_list_again():
+    def not_served(failure: Failure) -> float | None:
+        return 30.0 if failure.reason == MISSING else None
+
+    log, _ = run([("list", [], "1"), ("watch", ApiError(404, "not found")), ("list", [], "2"),
+                  ("watch", ApiError(500, "boom"))], on_failure=not_served)
+    waits = [entry[1] for entry in log if entry[0] == "wait"]
+    assert waits[:2] == [30.0, RETRY[0]]  # the 404 it took over did not count towards the back-off
+
+
+@pytest.mark.parametrize("version", ["", "42"])
+def test_a_given_version_is_watched_without_listing_first(version):
+    log, _ = run([("watch", [])] if version else [("list", [], "1"), ("watch", [])], version=version)
+    assert log[0] == (("watch", "42") if version else ("list", "*"))
