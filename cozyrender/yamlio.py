@@ -259,9 +259,17 @@ def dump_readable(value: object, **options: object) -> str:
 
 
 def dump_readable_fast(value: object) -> str:
-    """`dump_readable` through libyaml, for text only a program reads back
-    (Flux's patches): the same values, written faster."""
-    return yaml.dump(value, Dumper=FastReadableDumper, **_READABLE)
+    """`dump_readable` through libyaml (Flux's patches): the same values,
+    written faster. libyaml escapes a character beyond the Basic
+    Multilingual Plane (an emoji) and then writes no literal block, so a
+    text holding one is written by `dump_readable`, as before, unless that
+    one does not read back as the value (PyYAML's emitter turns U+0085 in a
+    string into a space)."""
+    text = yaml.dump(value, Dumper=FastReadableDumper, **_READABLE)
+    if "\\U" not in text:
+        return text
+    readable = dump_readable(value)
+    return readable if yaml.load(readable, Loader=SafeLoader) == value else text
 
 
 # -- bounded loads -------------------------------------------------------------

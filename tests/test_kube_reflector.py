@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from cozyrender.kube.client import Watched
-from cozyrender.kube.watch import GONE, MISSING, RETRY, TIMEOUT, Failure, Reflector
+from cozyrender.kube.watch import GONE, HEALTHY, MISSING, RETRY, TIMEOUT, Failure, Reflector
 
 KIND = Watched("", "v1", "ConfigMap", "configmaps", True)
 
@@ -104,12 +104,14 @@ class Sink:
         self.log.append((event, item["metadata"]["name"]))
 
 
-def run(steps: list, **hooks) -> tuple[list, Reflector]:
+def run(steps: list, clock=None, **hooks) -> tuple[list, Reflector]:
     log: list = []
     client = Script(steps, log)
     reflector = Reflector(lambda: client, KIND, Sink(log), **hooks)
     client.reflector = reflector
     reflector.stopping = Stopping(log)
+    if clock is not None:
+        reflector.clock = clock
     reflector._run()
     return log, reflector
 
@@ -160,3 +162,30 @@ def test_a_failure_hook_may_take_a_failure_over_and_say_when_to_list_again():
 def test_a_given_version_is_watched_without_listing_first(version):
     log, _ = run([("watch", [])] if version else [("list", [], "1"), ("watch", [])], version=version)
     assert log[0] == (("watch", "42") if version else ("list", "*"))
+
+
+def test_a_410_again_right_after_a_relist_backs_off():
+    """The first 410 relists at once; a list slower than the compaction would meet 410s
+    without end, so the next ones in a row back off."""
+    log, _ = run([("list", [], "1"), ("watch", ApiError(410)), ("list", [], "2"), ("watch", ApiError(410)),
+                  ("list", [], "3"), ("watch", ApiError(410)), ("list", [], "4")])
+    assert [entry[1] for entry in log if entry[0] == "wait"][:2] == [RETRY[0], RETRY[1]]
+    assert log.index(("list", "*")) == 0 and log[3] == ("list", "*")  # no wait before the first relist
+
+
+def test_a_watch_that_stayed_up_starts_the_back_off_afresh():
+    """lightkube's watch re-opens itself and returns only on stop, so the count of failures in
+    a row resets when a watch had been up for HEALTHY seconds before it failed."""
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += HEALTHY  # each reading HEALTHY later: every watch was up that long when it failed
+        return now[0]
+
+    steps = []
+    for version in range(6):
+        steps += [("list", [], str(version)), ("watch", ApiError(500, "boom"))]
+    log, _ = run(steps, clock=clock)
+    assert [entry[1] for entry in log if entry[0] == "wait"][:5] == [RETRY[0]] * 5
+    log, _ = run(steps)  # watches failing at once: the back-off grows
+    assert [entry[1] for entry in log if entry[0] == "wait"][:5] == list(RETRY[:5])

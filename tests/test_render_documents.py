@@ -110,3 +110,13 @@ def test_any_documents_a_template_writes_read_alike(docs):
     documents = rendered.documents()
     if documents is not None:
         assert same(documents, read_again(rendered.text()))
+
+
+def test_a_document_that_cannot_be_read_is_named_where_it_breaks():
+    """The render reads each document with the line break the release prints after it; an error
+    still names the place inside the document, as reading the document alone does."""
+    from cozyrender.render.errors import RenderError
+
+    with pytest.raises(RenderError) as err:
+        sort_manifests({"templates/a.yaml": 'kind: A\nx: "abc'})
+    assert str(err.value).startswith("YAML parse error on templates/a.yaml:") and "line 2" in str(err.value)

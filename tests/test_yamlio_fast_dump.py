@@ -31,3 +31,13 @@ def test_a_patch_reads_as_the_python_writer_writes_it():
            {"op": "replace", "path": "/stringData/values.yaml", "value": "_namespace:\n  vgpu: true\n"},
            {"op": "remove", "path": "/spec/hard/requests.nvidia.com~1GA100"}]
     assert dump_readable_fast(ops) == dump_readable(ops)
+
+
+def test_a_values_file_holding_an_emoji_stays_a_literal_block():
+    """libyaml escapes characters beyond the Basic Multilingual Plane and then writes no literal
+    block: such a text is written by PyYAML's emitter, readable in the HelmRelease."""
+    ops = [{"op": "replace", "path": "/stringData/values.yaml",
+            "value": "_namespace:\n  vgpu: true\ndescription: GPU team \U0001F680\n"}]
+    text = dump_readable_fast(ops)
+    assert "value: |\n    _namespace:\n" in text and "\U0001F680" in text
+    assert same(yaml.load(text, Loader=SafeLoader), ops)

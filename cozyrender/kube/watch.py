@@ -5,9 +5,11 @@ Rules:
 - `Reflector` is the loop: a list (in chunks, streamed to its sink as it
   arrives, never held whole), then a watch from the list's resourceVersion,
   resumed from the last version seen when the API server closes it cleanly;
-  410 Gone (the version was compacted away) relists at once, a watch error,
-  a read timeout or a cut connection relist after a back-off. Only a list
-  proves the sink current again, so every failure relists;
+  410 Gone (the version was compacted away) relists at once (a 410 again
+  right after backs off), a watch error, a read timeout or a cut connection
+  relist after a back-off that grows with failures in a row (a watch that
+  stayed up for 30 s starts it afresh). Only a list proves the sink current
+  again, so every failure relists;
 - a watch carries a server timeout and a client read timeout a little
   longer, so a watch that went silent is noticed;
 - the sink hears the list (`replace`, an iterable of plain objects) and each
@@ -45,6 +47,7 @@ log = logging.getLogger("cozyrender.kube.watch")
 SERVER_TIMEOUT = 240  # seconds the API server keeps a watch open before closing it cleanly
 READ_MARGIN = 30  # more seconds of silence after that before the client gives up on it
 RETRY = (0.5, 1, 2, 5, 10)  # back-off after consecutive failures
+HEALTHY = 30.0  # seconds a watch stays up before a failure of it counts as the first again
 GONE, MISSING, TIMEOUT, ERROR = "gone", "missing", "timeout", "error"  # what a failure was
 
 Handler = Callable[[str, "dict | None", "dict | None"], None]  # (event, new, old)
@@ -150,6 +153,7 @@ class Reflector:
         self.before_watch = before_watch
         self.version = version  # the last resourceVersion seen ("": list first)
         self.stopping = threading.Event()
+        self.clock = time.monotonic
         self._thread: threading.Thread | None = None
         self._client = None
 
@@ -199,9 +203,11 @@ class Reflector:
 
     def _run(self) -> None:
         client = self._new_client()
-        failures = 0
+        failures = 0  # in a row: a watch that stayed up for HEALTHY seconds starts the count afresh
+        gone = 0  # 410s in a row: the first relists at once, the next ones back off
         while not self.stopping.is_set():
             wait = 0.0
+            watching = None
             try:
                 if not self.version:
                     self._list(client)
@@ -211,17 +217,25 @@ class Reflector:
                     self.before_watch()
                 if self.stopping.is_set():
                     return
+                watching = self.clock()
                 self._watch(client)
-                failures = 0
+                failures = gone = 0
             except Exception as err:  # noqa: BLE001 - 410, 404, transport errors, timeouts: relist
                 if self.stopping.is_set():
                     return
                 failure = _failure(err)
                 self.version = ""  # only a list proves the sink current again
+                if watching is not None and self.clock() - watching >= HEALTHY:
+                    failures = gone = 0
                 taken = self.on_failure(failure) if self.on_failure is not None else None
                 if taken is not None:
                     wait = taken
-                elif failure.reason != GONE:  # 410: relist at once, as client-go does
+                elif failure.reason == GONE:
+                    # A version compacted away: relist at once; a 410 again right after (a list
+                    # slower than the compaction) backs off, as client-go's reflector does.
+                    gone += 1
+                    wait = RETRY[min(gone - 1, len(RETRY)) - 1] if gone > 1 else 0.0
+                else:
                     failures += 1
                     wait = RETRY[min(failures, len(RETRY)) - 1]
             if wait:

@@ -104,8 +104,13 @@ def _head(path: str, doc: str) -> dict[str, Any] | None:
     name, annotations): a mapping, or None for a document of comments only."""
     try:  # with the line break `text()` prints after it, so a block scalar at its end reads alike
         head = yaml.load(doc + "\n", Loader=_Loader)
-    except yaml.YAMLError as err:
-        raise RenderError(f"YAML parse error on {path}: {yaml_problem(err)}") from None
+    except yaml.YAMLError:
+        try:  # the error as the document alone gives it (a position inside it, not past its end)
+            yaml.load(doc, Loader=_Loader)
+            problem = "the document cannot be read"  # refused only with the line break: never seen
+        except yaml.YAMLError as err:
+            problem = yaml_problem(err)
+        raise RenderError(f"YAML parse error on {path}: {problem}") from None
     if head is not None and not isinstance(head, dict):
         raise RenderError(f"YAML parse error on {path}: a document is not a mapping")
     return head

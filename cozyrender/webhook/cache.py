@@ -60,6 +60,8 @@ from .metrics import Metrics
 
 log = logging.getLogger("cozyrender.webhook.cache")
 
+NOT_SERVED = "not served by the API server"
+NOT_SERVED_RETRY = 30.0  # seconds before a kind not served is asked again
 STALE_AFTER = 30.0  # seconds of failing watches and relists before the cache counts as stale (not ready)
 SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -178,7 +180,8 @@ class Cache:
 
     def __init__(self, make_client: Callable[[], object], index: LiveIndex, lock: threading.Lock,
                  metrics: Metrics, server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN,
-                 watched: tuple[Watched, ...] = WATCHED, stale_after: float = STALE_AFTER) -> None:
+                 watched: tuple[Watched, ...] = WATCHED, stale_after: float = STALE_AFTER,
+                 not_served_retry: float = NOT_SERVED_RETRY) -> None:
         self.make_client = make_client
         index.use_compact_pods()
         self.index = index
@@ -188,6 +191,7 @@ class Cache:
         self.read_margin = read_margin
         self.watched = watched
         self.stale_after = stale_after
+        self.not_served_retry = not_served_retry
         self._failing_since: dict[str, float] = {}  # kind -> when its watch started failing
         self._counts: dict[str, int] = {w.kind: 0 for w in watched}  # objects of each kind in the index
         # Kind -> its first list, until every kind has listed (then one index of them all).
@@ -204,8 +208,12 @@ class Cache:
     # ----------------------------------------------------------------- public
 
     def start(self, versions: Mapping[str, str] | None = None) -> None:
-        """One list+watch per kind; `versions`: kind -> a resourceVersion to
-        watch that kind from without listing first (as a restarted watch does)."""
+        """One list+watch per kind. `versions` (tests): kind -> a
+        resourceVersion to watch it from without listing first, as a restarted
+        watch does, for every kind or none: the first lists are indexed
+        together, so a kind that never lists would keep the others waiting."""
+        if versions and set(versions) != {watched.kind for watched in self.watched}:
+            raise ValueError("versions must name every watched kind, or none")
         for watched in self.watched:
             self._reflectors.append(Reflector(
                 self.make_client, watched, _KindSink(self, watched), selection(watched), self.server_timeout,
@@ -413,18 +421,21 @@ class Cache:
     def _failed(self, watched: Watched, failure: Failure) -> float | None:
         """A failed list or watch of `watched` (the Reflector relists it):
         counted, and stale once failing for `stale_after`. A kind the API
-        server does not serve before it ever synced counts as synced and empty,
-        and is asked again in 30 s."""
+        server does not serve (404 before it ever listed) counts as synced
+        and empty, however often it is asked again (`not_served_retry`). A kind that
+        was served and then answers 404 fails like any error: its objects
+        may still be there, so the cache turns stale rather than empty."""
         kind = watched.kind
         if failure.reason == GONE:
             self.metrics.watch_restarts.labels(kind, "gone").inc()
             return None
-        if failure.reason == MISSING and not self._synced[kind]:
+        if failure.reason == MISSING and (not self._synced[kind] or self._problem.get(kind) == NOT_SERVED):
             self.replace_all(watched, ())
             self._synced[kind] = True
-            self._problem[kind] = "not served by the API server"
+            self._problem[kind] = NOT_SERVED
+            self._failing_since.pop(kind, None)
             self.metrics.ready.set(1 if self.ready() else 0)
-            return 30.0
+            return self.not_served_retry
         self._failing_since.setdefault(kind, time.monotonic())
         self._problem[kind] = failure.problem
         self.metrics.watch_restarts.labels(kind, "error" if failure.code is not None else failure.reason).inc()
