@@ -242,10 +242,11 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 ReadableDumper.add_representer(str, _str)
 
 
-class FastReadableDumper(yaml.CSafeDumper):  # type: ignore[misc, valid-type]
-    """ReadableDumper's representation written by libyaml's emitter: the same
-    values, about five times faster; the text may differ from the Python
-    emitter's in how an odd string is quoted (both read back the same)."""
+class FastReadableDumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """ReadableDumper's representation written by libyaml's emitter (where
+    PyYAML has it, as `_BaseLoader` reads): the same values, about five
+    times faster; the text may differ from the Python emitter's in how an
+    odd string is quoted, and libyaml's reads back exactly."""
 
 
 FastReadableDumper.add_representer(str, _str)

@@ -116,8 +116,14 @@ def unreadable_state_object(err: ShapeError, objects: Iterable[Mapping]) -> Unre
         return None
     if not any(item is obj for item in objects):
         return None
+    return _placed(err)
+
+
+def _placed(err: ShapeError) -> UnreadableObject | None:
+    """`err`'s object as an unreadable object, or None when it has no
+    kind, namespace and name to be placed by."""
     try:
-        identity = object_identity(obj)
+        identity = object_identity(err.obj) if err.obj is not None else None
     except ShapeError:
         return None
     if identity is None:
@@ -231,15 +237,8 @@ def naming_owner(err: ShapeError) -> ShapeError:
     tenant-root/foo): ...`); unchanged when no Tenant owns it or the object
     has no usable name."""
     obj = err.obj
-    try:
-        identity = object_identity(obj) if obj is not None else None
-    except ShapeError:
-        identity = None
-    if identity is None or not str(err).startswith(f"{ref(obj)}: "):
-        return err
-    _, kind, namespace, name = identity
-    found = UnreadableObject(kind, namespace or None, name, str(err))
-    if owner(found.home) is None:
+    found = _placed(err)
+    if found is None or not str(err).startswith(f"{ref(obj)}: ") or owner(found.home) is None:
         return err
     named = ShapeError(described(found), obj)
     named.field = err.field

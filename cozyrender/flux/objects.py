@@ -8,15 +8,13 @@ kind, namespace and name, and compared as YAML data.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
-import re
-
 import yaml
-
-from cozyrender.flux.errors import FluxError
 from yaml.nodes import MappingNode, ScalarNode, SequenceNode
 
+from cozyrender.flux.errors import FluxError
 from cozyrender.yamlio import Constructor, SafeLoader, first_duplicate_key, yaml_problem
 
 ObjectKey = tuple[str, str, str, str]  # apiVersion, kind, namespace ("" if none), name

@@ -31,9 +31,9 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cozyrender.flux.errors import FluxError
 import yaml
 
+from cozyrender.flux.errors import FluxError
 from cozyrender.flux.objects import ObjectKey, describe, documents_like, load_documents, parse_objects, same, sort_key
 from cozyrender import values_secret
 from cozyrender.yamlio import dump_readable_fast as dump_readable

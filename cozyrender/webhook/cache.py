@@ -64,9 +64,6 @@ NOT_SERVED = "not served by the API server"
 NOT_SERVED_RETRY = 30.0  # seconds before a kind not served is asked again
 STALE_AFTER = 30.0  # seconds of failing watches and relists before the cache counts as stale (not ready)
 SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-
 # What any rule reads of an object's metadata (identity, the ledger's uid,
 # generation and resourceVersion, a GPUClass's creation time); a Namespace's
 # labels too (its vGPU label).
@@ -168,11 +165,6 @@ def last_write(obj: dict) -> float | None:
 def _key(watched: Watched, obj: dict) -> tuple:
     meta = obj.get("metadata") or {}
     return (meta.get("namespace"), meta.get("name"))
-
-
-def _identity(watched: Watched, key: tuple) -> tuple:
-    namespace, name = key
-    return (watched.group, watched.kind, namespace if watched.namespaced else None, name)
 
 
 class Cache:
