@@ -18,7 +18,7 @@ from cozyrender.entitlement import chain_entitlement, label_value
 
 from .checks import Decision, Reason
 from .index import BudgetState
-from .model import Workload
+from .model import WORKLOAD_KINDS, Workload
 from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace
 
 NO_CLASSES = (
@@ -100,7 +100,7 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
     names: dict[str, str] = {}  # class name -> the field of the first entry naming it
     for entry in workload.entries:
         names.setdefault(entry.gpu_class, entry.path)
-    if not state.gpuclasses:
+    if not state.gpuclasses:  # (a door's classes come from the state's classes: never here)
         for name, path in names.items():
             reasons.append(Reason(f"{path}.class", f"Invalid: GPU class {name!r}: {NO_CLASSES}"))
         return Decision(tuple(reasons))
@@ -113,8 +113,9 @@ def check_workload_classes(state: BudgetState, workload: Workload, platform_vgpu
             "the platform's vGPU setting is not in the state (the tenant-root Namespace's label or "
             "tenant-root/cozystack-values): treated as off; pass --platform-vgpu to set it"
         )
+    door = workload.kind not in WORKLOAD_KINDS  # a door's entries are its device fields
     for name, path in names.items():
-        field = f"{path}.class"
+        field = path if door else f"{path}.class"
         gpuclass = state.gpuclasses.get(name)
         if gpuclass is None:
             reasons.append(Reason(field, f"Invalid: GPU class {name!r} does not exist"))

@@ -53,6 +53,7 @@ from .model import (
     parse_declaration,
     parse_workload,
 )
+from .doors import DOOR_KINDS, Door, may_hold_devices, read_door
 from .charges import ALL_CLASSES, NO_CHARGE, Charge, budget_charge, caps, physical_charge, tenant_charge
 from .tree import ROOT_NAMESPACE, ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from .usage import usage_under
@@ -114,6 +115,11 @@ class BudgetState:
     - `gpu_budgets_nest`: the platform's switch making GPU budgets nest
       (`_cluster.gpu-budgets-nest` of the values Secret; off when absent):
       budget pool roots are then decided by GPU keys alone
+    - `owned`: (kind, namespace, name) -> the devices an app or a door
+      (Pod, VirtualMachine, VirtualMachineInstance) holds itself, by class;
+      `doors`: the doors as read (`budgets.doors`); `claimants`: what each
+      object is claimed by. `workloads` holds only the heads of the chains
+      (`budgets.holders`), each with what it is charged with.
     """
 
     declarations: dict[str, Declaration] = field(default_factory=dict)
@@ -141,6 +147,9 @@ class BudgetState:
     root_label_vgpu: bool | None = None
     values_vgpu: bool | None = None
     gpu_budgets_nest: bool = False
+    owned: dict[tuple[str, str, str], Workload] = field(default_factory=dict)
+    doors: dict[tuple[str, str, str], Door] = field(default_factory=dict)
+    claimants: dict[tuple[str, str, str], set] = field(default_factory=dict)
 
     def is_budget_root(self, declaration: Declaration | None) -> bool:
         """Whether `declaration`'s tenant heads a budget pool under this
@@ -558,6 +567,7 @@ def _platform_from_values(secret: Mapping) -> tuple[bool | None, bool]:
 
 # What an object is to the index (`Indexed.what`).
 TENANT_OBJECT, WORKLOAD_OBJECT, POD, QUOTA, GPUCLASS = "tenant", "workload", "pod", "quota", "gpuclass"
+DOOR_OBJECT = "door"  # a VirtualMachine or VirtualMachineInstance (a pod's door is read beside its usage)
 ROOT_NAMESPACE_OBJECT, TENANT_NAMESPACE_OBJECT, VALUES_SECRET, OTHER = "root-ns", "tenant-ns", "values", ""
 
 
@@ -628,6 +638,9 @@ def classify(obj: Mapping, identity: tuple | None = None) -> Indexed | None:
         if not namespace:
             metadata_name_namespace(obj)  # raises, naming the object
         what, filed = POD, namespace
+    elif (group, kind) in DOOR_KINDS:
+        door = read_door(obj)
+        what, filed, value = DOOR_OBJECT, door.namespace, door
     elif kind == "ResourceQuota" and group == "":
         filed, _ = metadata_name_namespace(obj)
         what = QUOTA
@@ -689,6 +702,7 @@ def index_state(objects: Iterable[Mapping]) -> BudgetState:
 def _index_state(objects: Iterable[Mapping]) -> BudgetState:
     state = BudgetState()
     copies = Copies()
+    doors: list[Door] = []
     for obj in objects:
         identity = object_identity(obj)
         if identity is None or not copies.is_new(obj, identity):
@@ -697,6 +711,10 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
         if kind == "Pod" and group == "" and namespace and not is_malformed_tenant_namespace(namespace):
             # Two thirds of a state: what `classify` gives for it, without building the entry.
             state.pods.setdefault(namespace, []).append(obj)
+            if may_hold_devices(obj):
+                door = pod_door(obj)
+                if door.devices:
+                    doors.append(door)
             continue
         entry = classify(obj, identity)
         if entry.malformed:
@@ -708,11 +726,15 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             state.declarations[declaration.namespace] = declaration
         elif what == WORKLOAD_OBJECT:
             workload: Workload = entry.value  # type: ignore[assignment]
-            state.workloads[workload.identity] = workload
-            if workload.reservations:
-                add_to(state.reserved, workload.namespace, workload.reservations)
+            state.owned[workload.identity] = workload
+        elif what == DOOR_OBJECT:
+            doors.append(entry.value)  # type: ignore[arg-type]
         elif what == POD:
             state.pods.setdefault(entry.namespace, []).append(obj)  # type: ignore[arg-type]
+            if may_hold_devices(obj):
+                door = pod_door(obj)
+                if door.devices:
+                    doors.append(door)
         elif what == QUOTA:
             state.quotas.setdefault(entry.namespace, []).append(obj)  # type: ignore[arg-type]
         elif what == GPUCLASS:
@@ -726,6 +748,7 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
             state.values_vgpu, state.gpu_budgets_nest = entry.value  # type: ignore[misc]
     derive_classes(state)
     derive_platform(state)
+    charge_holders(state, doors)
 
     known = set(state.declarations) | set(state.reserved) | set(state.quotas) | set(state.pods)
     for namespace in known:
@@ -754,6 +777,32 @@ def _index_state(objects: Iterable[Mapping]) -> BudgetState:
     return state
 
 
+def pod_door(pod: Mapping) -> Door:
+    """A pod's door (`budgets.doors`): a finished pod holds no device. (A
+    pod holding none is not filed as a door: only a pod holds a device
+    nothing else claims from it.)"""
+    from cozyrender.kube.pods import is_terminated
+
+    door = read_door(pod)
+    return door._replace(devices=()) if door.devices and is_terminated(pod) else door
+
+
+def charge_holders(state: BudgetState, doors: Iterable[Door]) -> None:
+    """File `doors` with their devices resolved to classes, then charge the
+    head of every chain (`budgets.holders`): `workloads` and `reserved`."""
+    from .holders import charged, file_owned, resolve
+
+    for door in doors:
+        file_owned(state, door.identity, resolve(state, door), door)
+    for identity in state.owned:
+        workload = charged(state, identity)
+        if workload is None:
+            continue
+        state.workloads[identity] = workload
+        if workload.reservations:
+            add_to(state.reserved, workload.namespace, workload.reservations)
+
+
 def _check_gpuclass(obj: Mapping) -> None:
     """Read every field a write check reads from a state's class now, so a
     malformed class is reported as bad input whatever the write names."""
@@ -765,6 +814,7 @@ def _check_gpuclass(obj: Mapping) -> None:
 
 _INDEXED_KINDS = frozenset({
     TENANT, *WORKLOAD_KINDS, "ResourceQuota", "Pod", "GPUClass", "Namespace", "Secret",
+    *(kind for _, kind in DOOR_KINDS),
 })
 
 __all__ = [

@@ -57,6 +57,9 @@ from cozyrender.gpuclass.conflicts import find_conflicts
 from . import index as ix
 from .index import BudgetState, Indexed, index_state
 from .tree import ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
+from . import holders
+from .doors import may_hold_devices
+from .holders import resolve
 from .usage import compact_pod, usage_under
 
 
@@ -169,7 +172,10 @@ class LiveIndex:
         pods are added afterwards, a namespace at a time, as their events
         would be (`_usage_object`): never as objects, never all at once."""
         saved = self.__dict__.copy()
-        self._state: BudgetState = index_state(self._objects.values())
+        # Compact pods holding devices are their own copies, named: indexed with the rest for their doors.
+        doors = [reading for by_name in self._pods.values() for reading in by_name.values()
+                 if "metadata" in reading and may_hold_devices(reading)] if self._compact else []
+        self._state: BudgetState = index_state(chain(self._objects.values(), doors))
         if not self._compact:
             self._pods = {}
         # Pods and quotas per namespace, by identity (the state's lists are
@@ -211,10 +217,13 @@ class LiveIndex:
             self._upsert_pod(identity, obj)
             return
         new = ix.classify(obj)
+        door = _pod_door(obj) if identity[:2] == _POD else None
         old_obj = self._objects.get(identity)
         old = ix.classify(old_obj) if old_obj is not None else None
         self._apply(identity, old_obj, old, obj, new)
         self._objects[identity] = obj
+        if identity[:2] == _POD:
+            self._pod_door(identity, door)
 
     def _upsert_pod(self, identity: tuple, obj: Mapping) -> None:
         new = ix.classify(obj)  # checks its metadata, files it under a malformed namespace
@@ -222,8 +231,17 @@ class LiveIndex:
         stored = self._pods.get(identity[2], {}).get(identity[3])
         if shared and stored is reading:
             return  # the same figures as before: nothing to do
+        door = _pod_door(obj)  # may raise: before anything changes
         old = ix.classify(_stand_in(identity)) if stored is not None else None
         self._apply(identity, None, old, reading, new)
+        self._pod_door(identity, door)
+
+    def _pod_door(self, identity: tuple, door) -> None:
+        """A pod's devices (`budgets.doors`), beside its usage."""
+        key = identity[1:]
+        if door is None and key not in self._state.doors:
+            return
+        self._holder(key, resolve(self._state, door) if door is not None else None, door)
 
     def remove(self, obj: Mapping) -> None:
         """Remove the object of `obj`'s identity (absent: nothing to do)."""
@@ -231,12 +249,15 @@ class LiveIndex:
         if self._compact and identity[:2] == _POD:
             if self._pods.get(identity[2], {}).get(identity[3]) is not None:
                 self._apply(identity, None, ix.classify(_stand_in(identity)), None, None)
+                self._pod_door(identity, None)
             return
         old_obj = self._objects.get(identity)
         if old_obj is None:
             return
         self._apply(identity, old_obj, ix.classify(old_obj), None, None)
         self._objects.pop(identity, None)  # (already gone when the event re-indexed everything)
+        if identity[:2] == _POD:
+            self._pod_door(identity, None)
 
     def get(self, obj: Mapping) -> Mapping | None:
         """The stored object of `obj`'s identity (a compact pod: its reading)."""
@@ -279,7 +300,10 @@ class LiveIndex:
         if what == ix.TENANT_OBJECT:
             self._tenant(old.value if old else None, new.value if new else None, new_obj)
         elif what == ix.WORKLOAD_OBJECT:
-            self._workload(old.value if old else None, new.value if new else None)
+            self._holder(identity[1:], new.value if new else None, None)
+        elif what == ix.DOOR_OBJECT:
+            door = new.value if new else None
+            self._holder(identity[1:], resolve(state, door) if door is not None else None, door)
         elif what == ix.POD and self._compact:
             self._usage_object(what, entry.namespace, identity[3], new_obj)
         elif what in (ix.POD, ix.QUOTA):
@@ -291,8 +315,17 @@ class LiveIndex:
             if new is not None:
                 classes[new.value] = new_obj
             find_conflicts(classes.values())  # may raise: before anything changes
+            before = (state.class_resources, state.conflicts)
             state.gpuclasses = classes
             ix.derive_classes(state)
+            if state.doors and (state.class_resources, state.conflicts) != before:
+                # Which devices are GPUs of which class changed (rare: a hoster's write): re-index.
+                if new_obj is None:
+                    self._objects.pop(identity, None)
+                else:
+                    self._objects[identity] = new_obj
+                self._build()
+                return
         elif what == ix.ROOT_NAMESPACE_OBJECT:
             state.root_label_vgpu = new.value if new else None
             ix.derive_platform(state)
@@ -317,6 +350,20 @@ class LiveIndex:
             ix.add_malformed(state, old, -1)
         if new is not None and new.malformed:
             ix.add_malformed(state, new)
+
+    def _holder(self, key: tuple, workload, door) -> None:
+        """An app's or a door's own devices changed (None: gone): the heads
+        of the chains it is in are charged again (`budgets.holders`)."""
+        state = self._state
+        touched = holders.family(state, key)
+        touched |= {holders.head_of(state, member) for member in touched}
+        holders.file_owned(state, key, workload, door)
+        after = holders.family(state, key)
+        touched |= after | {holders.head_of(state, member) for member in after}
+        for head in sorted(touched):
+            old, new = state.workloads.get(head), holders.charged(state, head)
+            if old != new:
+                self._workload(old, new)
 
     def _workload(self, old, new) -> None:
         state = self._state
@@ -493,6 +540,14 @@ class LiveIndex:
 
 
 _POD = ("", "Pod")
+
+
+def _pod_door(pod: Mapping):
+    """A pod's door when it holds devices, else None (`index.pod_door`)."""
+    if not may_hold_devices(pod):
+        return None
+    door = ix.pod_door(pod)
+    return door if door.devices else None
 
 
 def _named(identity: tuple, reading: Mapping) -> Mapping:

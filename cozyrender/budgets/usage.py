@@ -263,6 +263,8 @@ def compact_pod(pod: Mapping) -> tuple[Mapping, bool]:
     - Any other pod (fields of types the API never writes, figures the rules
       refuse): its own copy with its name and whole spec and status, so it
       is refused exactly where, and naming exactly what, the pod would be.
+    - A pod naming an extended resource (a door, `budgets.doors`): its own
+      copy too, with its uid and owner references (its claim).
 
     The shared readings are read-only: nothing may change them."""
     try:
@@ -270,6 +272,10 @@ def compact_pod(pod: Mapping) -> tuple[Mapping, bool]:
             return TERMINATED_POD, True
     except Exception:  # noqa: BLE001 - refused later, naming the pod
         return _own(pod), False
+    from .doors import may_hold_devices
+
+    if may_hold_devices(pod):  # a door too (`budgets.doors`): its claim is read from its metadata
+        return _own(pod, ("name", "namespace", "uid", "ownerReferences")), False
     key = reading_key(pod)
     if key is None:
         return _own(pod), False
@@ -287,11 +293,11 @@ def compact_pod(pod: Mapping) -> tuple[Mapping, bool]:
     return shared, True
 
 
-def _own(pod: Mapping) -> dict:
+def _own(pod: Mapping, kept: tuple[str, ...] = ("name", "namespace")) -> dict:
     meta = pod.get("metadata")
     own: dict = {key: pod[key] for key in ("apiVersion", "kind", "spec", "status") if key in pod}
     if isinstance(meta, Mapping):
-        own["metadata"] = {key: meta[key] for key in ("name", "namespace") if key in meta}
+        own["metadata"] = {key: meta[key] for key in kept if key in meta}
     elif "metadata" in pod:
         own["metadata"] = meta
     return own

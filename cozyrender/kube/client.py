@@ -62,6 +62,8 @@ WATCHED: tuple[Watched, ...] = (
     Watched("cozystack.io", "v1alpha1", "GPUClass", "gpuclasses", False),
     Watched("", "v1", "ResourceQuota", "resourcequotas", True, "tenant"),
     Watched("", "v1", "Pod", "pods", True, "tenant"),
+    Watched("kubevirt.io", "v1", "VirtualMachine", "virtualmachines", True, "tenant"),
+    Watched("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances", True, "tenant"),
     Watched("", "v1", "Namespace", "namespaces", False, "tenant-namespace"),
     Watched("", "v1", "Secret", "secrets", True, "values"),
 )
@@ -181,7 +183,8 @@ def stored_object(client, identity: tuple) -> dict | None:
 def read_state(client) -> list[dict]:
     """Every object `cozyrender check` reads, listed from the cluster: apps
     Tenants, VMInstances, KubernetesNodes and Kuberneteses, GPUClasses,
-    ResourceQuotas and Pods in tenant namespaces, tenant Namespaces and
+    ResourceQuotas, Pods and KubeVirt VirtualMachines and
+    VirtualMachineInstances in tenant namespaces, tenant Namespaces and
     tenant-root's `cozystack-values` Secret. A kind the cluster does not
     serve (404) is skipped: the state then holds none of it."""
     from lightkube.core.exceptions import ApiError

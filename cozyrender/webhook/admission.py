@@ -2,7 +2,9 @@
 answer `cozyrender check` gives for the same state and write.
 
 Rule: a CREATE or UPDATE of an apps.cozystack.io Tenant, VMInstance,
-KubernetesNodes or Kubernetes is decided by `check_write(state, object)`;
+KubernetesNodes or Kubernetes, of a kubevirt.io VirtualMachine or
+VirtualMachineInstance, or of a v1 Pod (the other doors to a GPU:
+`cozyrender.budgets.doors`) is decided by `check_write(state, object)`;
 every other request is allowed untouched. A refusal is `allowed: false` with
 a Kubernetes Status: code 403, reason Forbidden, a message naming the object
 and every reason, and one `details.causes` entry per reason (`field`,
@@ -34,6 +36,12 @@ CHECKED_KINDS = {
     "VMInstance": "vminstances",
     "KubernetesNodes": "kubernetesnodeses",
     "Kubernetes": "kuberneteses",
+}
+# The other doors to a GPU, by API group (their resources as Kubernetes and KubeVirt serve them).
+DOOR_RESOURCES = {
+    ("kubevirt.io", "VirtualMachine"): "virtualmachines",
+    ("kubevirt.io", "VirtualMachineInstance"): "virtualmachineinstances",
+    ("", "Pod"): "pods",
 }
 CHECKED_OPERATIONS = ("CREATE", "UPDATE")
 # Kubernetes' own reasons (metav1.StatusReason) and field error types.
@@ -69,11 +77,19 @@ class Review:
     @property
     def checked(self) -> bool:
         """Whether the budget rules decide this request."""
-        return self.group == APPS_GROUP and self.kind in CHECKED_KINDS and self.operation in CHECKED_OPERATIONS
+        if self.operation not in CHECKED_OPERATIONS:
+            return False
+        return (self.group == APPS_GROUP and self.kind in CHECKED_KINDS) or (self.group, self.kind) in DOOR_RESOURCES
+
+    @property
+    def plural(self) -> str:
+        if self.group == APPS_GROUP:
+            return CHECKED_KINDS.get(self.kind, self.kind.lower())
+        return DOOR_RESOURCES.get((self.group, self.kind), self.kind.lower())
 
     @property
     def resource(self) -> str:
-        return f"{CHECKED_KINDS.get(self.kind, self.kind.lower())}.{self.group}" if self.group else self.kind.lower()
+        return f"{self.plural}.{self.group}" if self.group else self.plural
 
     def display(self) -> str:
         where = f"{self.namespace}/" if self.namespace else ""
@@ -158,7 +174,7 @@ def refuse(uid: str, message: str, status: tuple[int, str] = FORBIDDEN, review: 
     code, reason = status
     details: dict = {}
     if review is not None:
-        details = {"kind": CHECKED_KINDS.get(review.kind, review.kind), "group": review.group}
+        details = {"kind": review.plural, "group": review.group}
         if review.name:
             details["name"] = review.name
     if causes:

@@ -18,7 +18,7 @@ Rules:
 - an object the rules cannot read is kept out of the index and listed in
   `unreadable` (decisions are refused while there are any: fail closed);
 - watch lag is measured (the object's last write in managedFields to the
-  event here), and each apps object's uid and generation are remembered so
+  event here), and each apps object's (and door's) uid and generation are remembered so
   the ledger knows which reservations the watch has caught up with;
 - memory (issue 26): only what the rules read is kept. A pod is kept as
   its name and its reading (`LiveIndex(compact_pods=True)`,
@@ -51,6 +51,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 
+from cozyrender.budgets.doors import DOOR_KINDS, door_kind, door_projection
 from cozyrender.budgets.live import LiveIndex
 from cozyrender.kube.client import WATCHED, Watched, list_scope
 from cozyrender.kube.shape import ShapeError
@@ -69,6 +70,7 @@ SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
 # labels too (its vGPU label).
 KEPT_METADATA = ("name", "namespace", "uid", "generation", "resourceVersion", "creationTimestamp")
 FINISHED_PODS = ("Succeeded", "Failed")
+_KUBEVIRT_DOORS = frozenset({"VirtualMachine", "VirtualMachineInstance"})
 
 
 def compact(obj: dict) -> dict:
@@ -80,6 +82,14 @@ def compact(obj: dict) -> dict:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj
+    if obj.get("kind") in _KUBEVIRT_DOORS and door_kind(obj) is not None:
+        try:  # a VM or VMI: what the rules read of it (its devices and claim), and the ledger's metadata
+            out = door_projection(obj)
+        except ShapeError:
+            pass  # kept whole below: the index names what it cannot read
+        else:
+            out["metadata"].update((key, meta[key]) for key in ("generation", "resourceVersion") if key in meta)
+            return out
     kept = KEPT_METADATA + ("labels",) if obj.get("kind") == "Namespace" else KEPT_METADATA
     out = {}
     for key, value in obj.items():
@@ -284,7 +294,7 @@ class Cache:
 
     def _saw(self, watched: Watched, meta: dict) -> None:
         uid = meta.get("uid")
-        if isinstance(uid, str) and watched.group == "apps.cozystack.io":
+        if isinstance(uid, str) and (watched.group == "apps.cozystack.io" or (watched.group, watched.kind) in DOOR_KINDS):
             generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
             known = self._seen.get(uid)
             if known is None or known[0] < generation:

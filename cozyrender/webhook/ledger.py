@@ -79,6 +79,8 @@ from fractions import Fraction
 
 from cozyrender.budgets import check_write
 from cozyrender.budgets.checks import growth
+from cozyrender.budgets.doors import door_kind, door_projection, larger_door, read_door
+from cozyrender.budgets.holders import resolve
 from cozyrender.budgets.live import LiveIndex
 from cozyrender.budgets.model import WORKLOAD_KINDS, parse_declaration, parse_workload
 from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, is_within, parent_namespace
@@ -164,6 +166,8 @@ def projection(obj: Mapping) -> dict:
     """What the ledger keeps of an object: its identity and the fields the
     budget rules read, nothing else (a node group's name is not read: groups
     are renamed g0, g1, ... in their sorted order)."""
+    if door_kind(obj) is not None:  # a Pod, VM or VMI: its devices and claim (`budgets.doors`)
+        return door_projection(obj)
     meta = obj.get("metadata") or {}
     kept = {key: meta[key] for key in ("name", "namespace") if key in meta}
     spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
@@ -281,6 +285,9 @@ def effective(pending: list[dict], stored: Mapping | None, anchor: str) -> dict:
     elif result["kind"] in WORKLOAD_KINDS:
         for other in versions[1:]:
             result = _larger_workload(result, other)
+    elif door_kind(result) is not None:
+        for other in versions[1:]:
+            result = larger_door(result, other)
     return result
 
 
@@ -336,6 +343,10 @@ def grows(obj: Mapping, old: Mapping | None) -> bool:
         return quotas != before if old is not None else bool(quotas)
     if obj.get("kind") in WORKLOAD_KINDS:
         return bool(growth(parse_workload(obj), parse_workload(old) if old is not None else None))
+    if door_kind(obj) is not None and old is not None:  # devices (by name) that grow, or another claim
+        new, before = read_door(obj), read_door(old)
+        counts = before.counts()
+        return new.parent != before.parent or any(n > counts.get(r, 0) for r, n in new.counts().items())
     return True  # a kind the rules do not read as a workload: treat as growing (the check decides)
 
 
@@ -514,6 +525,8 @@ class Arbiter:
     def decide(self, review: admission.Review) -> dict:
         try:
             obj = admission.written_object(review)
+            if door_kind(obj) is not None and not self._holds_gpus(obj):
+                return admission.answer(review, self._check(review, obj, None, []))  # no GPU: nothing to hold back
             with self.lock:  # only the writes whose pools hold an unreadable object (issue 28 item 2)
                 why = admission.unreadable_bearing(self.index.state, self.unreadable(), obj)
             if why is not None:
@@ -527,7 +540,7 @@ class Arbiter:
                         review.uid, f"{review.display()} already exists: a create of a name the cluster holds is "
                         "refused, as the API server would refuse it (if it was just deleted, try again)",
                         ALREADY_EXISTS, review)
-            if not grows(obj, old) or self.ledger is None:
+            if not grows(obj, old) or self.ledger is None or not self._holds_gpus(obj):
                 return admission.answer(review, self._check(review, obj, old, []))
             return self._reserve(review, obj, old)
         except ShapeError as err:
@@ -536,6 +549,17 @@ class Arbiter:
             return admission.cannot_decide(review, review.uid, str(err))
         except Exception as err:  # fail closed, saying why
             return admission.cannot_decide(review, review.uid, f"{type(err).__name__}: {err}")
+
+    def _holds_gpus(self, obj: dict) -> bool:
+        """False for a door (`budgets.doors`) holding no device of any class
+        in a tenant namespace: nothing to reserve, so no ledger entry."""
+        if door_kind(obj) is None:
+            return True
+        door = read_door(obj)
+        if not is_tenant_namespace(door.namespace) or not door.devices:
+            return False
+        with self.lock:
+            return bool(resolve(self.index.state, door).entries)
 
     def _reserve(self, review: admission.Review, obj: dict, old: dict | None) -> dict:
         """The decision of a growing write, with its entry written to its

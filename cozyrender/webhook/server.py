@@ -195,7 +195,8 @@ def _kind_of(body: object) -> str:
     request = body.get("request") if isinstance(body, dict) else None
     kind = request.get("kind") if isinstance(request, dict) else None
     name = kind.get("kind") if isinstance(kind, dict) else None
-    return name if name in admission.CHECKED_KINDS or name == "HelmRelease" else "other"  # HelmRelease: /mutate
+    known = name in admission.CHECKED_KINDS or any(name == kind for _, kind in admission.DOOR_RESOURCES)
+    return name if known or name == "HelmRelease" else "other"  # HelmRelease: /mutate
 
 
 def _outcome(review: dict) -> str:

@@ -1,0 +1,309 @@
+"""The other doors to a GPU: KubeVirt VirtualMachines and
+VirtualMachineInstances, and Pods, read for the devices they ask for and
+the object they claim those devices from (`cozyrender.gpuclass.contract`).
+
+Rules:
+- A VirtualMachine asks for one device per `gpus[]` and `hostDevices[]`
+  entry of `spec.template.spec.domain.devices`, named by its `deviceName`
+  (KubeVirt's `v1.GPU`/`v1.HostDevice`); a VirtualMachineInstance the same
+  of `spec.domain.devices`. Whether the VM runs (`spec.runStrategy`,
+  `spec.running`) does not matter: a halted VM reserves its devices, as a
+  halted VMInstance does, so starting it never meets a spent budget.
+- A Pod asks for its effective request of each extended resource (a
+  domain-prefixed name outside `kubernetes.io/`: device-plugin resources),
+  as Kubernetes counts it (`cozyrender.kube.pods`: init containers,
+  sidecars, overhead), and at least its limit (an extended resource's
+  request equals its limit once the API server has defaulted the pod).
+  Ephemeral containers cannot ask for resources (the API server refuses
+  them any), so they add nothing.
+- Which devices are GPUs of a class is the state's to say (a device whose
+  name is a GPUClass's `resourceName`): reading an object needs no state.
+- The claim (`Door.parent`): a VMI's controller owner of kind
+  VirtualMachine (with its uid), a Pod's controller owner of kind
+  VirtualMachineInstance (with its uid), else for a VM or VMI the app named
+  by the contract's annotation. A malformed annotation claims nothing that
+  exists (`Parent.kind` empty), so it is refused, never trusted.
+- `door_projection` is what the reservation ledger keeps of such a write:
+  its identity, its claim and its devices, nothing else; reading the
+  projection gives the same door.
+
+Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import NamedTuple
+
+from cozyrender.gpuclass.contract import APP_ANNOTATION
+from cozyrender.kube.shape import ShapeError, as_mapping, got, mapping, mappings, string
+
+from .bounds import MAX_COUNT
+from .model import APPS_GROUP, WORKLOAD_KINDS, metadata_name_namespace
+
+KUBEVIRT_GROUP = "kubevirt.io"
+VIRTUAL_MACHINE = "VirtualMachine"
+VIRTUAL_MACHINE_INSTANCE = "VirtualMachineInstance"
+POD = "Pod"
+# (API group, kind) of every door this module reads.
+DOOR_KINDS = frozenset({(KUBEVIRT_GROUP, VIRTUAL_MACHINE), (KUBEVIRT_GROUP, VIRTUAL_MACHINE_INSTANCE), ("", POD)})
+# What each door may claim its devices from.
+CLAIMABLE = {
+    VIRTUAL_MACHINE: WORKLOAD_KINDS,
+    VIRTUAL_MACHINE_INSTANCE: (VIRTUAL_MACHINE, *WORKLOAD_KINDS),
+    POD: (VIRTUAL_MACHINE_INSTANCE,),
+}
+
+
+class Device(NamedTuple):
+    """Devices of one resource name asked for at one field: `gpu` when the
+    field is a KubeVirt `gpus[]` entry (a GPU by what it is, whatever its name)."""
+
+    path: str
+    resource: str
+    count: int
+    gpu: bool = False
+
+
+class Parent(NamedTuple):
+    """What a door claims its devices from, in its own namespace: an app
+    (`uid` empty: the contract's annotation names kind and name only), a VM
+    or a VMI (by controller owner reference, with the owner's uid). `kind`
+    empty: a claim naming nothing that can exist."""
+
+    kind: str
+    name: str
+    uid: str
+    path: str
+
+    def display(self) -> str:
+        return f"{self.kind or '<no kind>'} {self.name}"
+
+
+class Door(NamedTuple):
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    devices: tuple[Device, ...]
+    parent: Parent | None
+
+    @property
+    def identity(self) -> tuple[str, str, str]:
+        return (self.kind, self.namespace, self.name)
+
+    def counts(self) -> dict[str, int]:
+        """Devices per resource name."""
+        found: dict[str, int] = {}
+        for device in self.devices:
+            found[device.resource] = found.get(device.resource, 0) + device.count
+        return found
+
+
+def door_kind(obj: Mapping) -> str | None:
+    """The kind of `obj` when it is a door this module reads, else None."""
+    kind, api_version = obj.get("kind"), obj.get("apiVersion")
+    if type(kind) is not str or type(api_version) is not str:
+        return None
+    return kind if (api_version.rpartition("/")[0], kind) in DOOR_KINDS else None
+
+
+def is_extended_resource(name: str) -> bool:
+    """A device-plugin (extended) resource name: domain-prefixed, outside
+    `kubernetes.io/` (Kubernetes' `IsExtendedResourceName`; `requests.`
+    quota spellings are no resource names)."""
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
+
+
+def may_hold_devices(pod: Mapping) -> bool:
+    """Whether a pod names any extended resource in a container's requests
+    or limits or its overhead (cheap: no quantity is parsed). Pods that do
+    not are never doors."""
+    spec = pod.get("spec")
+    if type(spec) is not dict:
+        return False
+    overhead = spec.get("overhead")
+    if type(overhead) is dict and any(type(k) is str and is_extended_resource(k) for k in overhead):
+        return True
+    for field in ("containers", "initContainers"):
+        containers = spec.get(field)
+        if type(containers) is not list:
+            continue
+        for container in containers:
+            resources = container.get("resources") if type(container) is dict else None
+            if type(resources) is not dict:
+                continue
+            for side in ("requests", "limits"):
+                figures = resources.get(side)
+                if type(figures) is dict and any(type(k) is str and is_extended_resource(k) for k in figures):
+                    return True
+    return False
+
+
+def read_door(obj: Mapping) -> Door:
+    """Read a Pod, VirtualMachine or VirtualMachineInstance; ShapeError for
+    an object the rules cannot read (no name or namespace, a device list of
+    the wrong type, an entry without `deviceName`, a fractional or too
+    large extended resource)."""
+    kind = door_kind(obj)
+    if kind is None:
+        raise ShapeError.at(obj, "", "not a Pod, kubevirt.io VirtualMachine or VirtualMachineInstance")
+    namespace, name = metadata_name_namespace(obj)
+    meta = obj["metadata"]
+    uid = meta.get("uid")
+    uid = uid if isinstance(uid, str) else ""
+    if kind == POD:
+        devices = _pod_devices(obj)
+        parent = _owner(obj, VIRTUAL_MACHINE_INSTANCE)
+    else:
+        if kind == VIRTUAL_MACHINE:
+            spec = mapping(obj, "spec", obj)
+            template = mapping(spec, "template", obj, "spec")
+            domain_spec = mapping(template, "spec", obj, "spec.template")
+            at = "spec.template.spec.domain.devices"
+        else:
+            domain_spec = mapping(obj, "spec", obj)
+            at = "spec.domain.devices"
+        domain = mapping(domain_spec, "domain", obj, at.rpartition(".domain")[0])
+        devices = _kubevirt_devices(obj, mapping(domain, "devices", obj, at.rpartition(".")[0]), at)
+        parent = _owner(obj, VIRTUAL_MACHINE) if kind == VIRTUAL_MACHINE_INSTANCE else None
+        if parent is None:
+            parent = _app_claim(obj)
+    return Door(kind, namespace, name, uid, devices, parent)
+
+
+def _kubevirt_devices(obj: Mapping, devices: Mapping, at: str) -> tuple[Device, ...]:
+    found = []
+    for field, gpu in (("gpus", True), ("hostDevices", False)):
+        for index, entry in enumerate(mappings(devices, field, obj, at)):
+            path = f"{at}.{field}[{index}]"
+            device = string(entry, "deviceName", obj, path)
+            if not device:
+                raise ShapeError.at(obj, f"{path}.deviceName", "is missing (KubeVirt requires it)")
+            found.append(Device(f"{path}.deviceName", device, 1, gpu))
+    return tuple(found)
+
+
+def _pod_devices(pod: Mapping) -> tuple[Device, ...]:
+    if not may_hold_devices(pod):
+        return ()
+    from cozyrender.kube.pods import effective_pod_resources
+
+    requests = effective_pod_resources(pod, "requests")
+    limits = effective_pod_resources(pod, "limits")
+    found = []
+    for resource in sorted(set(requests) | set(limits)):
+        if not is_extended_resource(resource):
+            continue
+        value = max(requests.get(resource, Fraction(0)), limits.get(resource, Fraction(0)))
+        if value.denominator != 1:
+            raise ShapeError.at(pod, "spec.containers", f"asks for {resource} {float(value)}: an extended "
+                                                        "resource is a whole number of devices")
+        if value > MAX_COUNT:
+            raise ShapeError.at(pod, "spec.containers", f"asks for {resource} {value}: too large (at most "
+                                                        f"{MAX_COUNT})")
+        if value:
+            found.append(Device(f"spec.containers[*].resources[{resource!r}]", resource, int(value)))
+    return tuple(found)
+
+
+def _owner(obj: Mapping, kind: str) -> Parent | None:
+    """The controller owner reference of kubevirt.io kind `kind`, if any."""
+    meta = obj["metadata"]
+    for index, ref in enumerate(mappings(meta, "ownerReferences", obj, "metadata")):
+        if ref.get("controller") is not True:
+            continue
+        api_version = ref.get("apiVersion")
+        if ref.get("kind") != kind or not isinstance(api_version, str) \
+                or api_version.rpartition("/")[0] != KUBEVIRT_GROUP:
+            continue
+        name, uid = ref.get("name"), ref.get("uid")
+        return Parent(kind, name if isinstance(name, str) else "", uid if isinstance(uid, str) else "",
+                      f"metadata.ownerReferences[{index}]")
+    return None
+
+
+def _app_claim(obj: Mapping) -> Parent | None:
+    meta = obj["metadata"]
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, Mapping) or APP_ANNOTATION not in annotations:
+        return None
+    value = annotations[APP_ANNOTATION]
+    path = f"metadata.annotations[{APP_ANNOTATION!r}]"
+    kind, _, name = value.partition("/") if isinstance(value, str) else ("", "", got(value))
+    if kind not in WORKLOAD_KINDS or not name:
+        return Parent("", value if isinstance(value, str) else got(value), "", path)
+    return Parent(kind, name, "", path)
+
+
+def parent_identity(door: Door) -> tuple[str, str, str] | None:
+    """(kind, namespace, name) of what `door` claims, None when it claims
+    nothing that can exist."""
+    if door.parent is None or not door.parent.kind or door.parent.kind not in CLAIMABLE[door.kind]:
+        return None
+    return (door.parent.kind, door.namespace, door.parent.name)
+
+
+# -- what the ledger keeps ---------------------------------------------------------
+
+def door_projection(obj: Mapping) -> dict:
+    """The smallest object of `obj`'s kind that reads as the same door
+    (`read_door`): its name, namespace and uid, its claim (the controller
+    owner reference or the contract's annotation) and its devices."""
+    return project(read_door(obj), obj.get("apiVersion"))
+
+
+def project(door: Door, api_version: object) -> dict:
+    meta: dict = {"name": door.name, "namespace": door.namespace}
+    if door.uid:
+        meta["uid"] = door.uid
+    parent = door.parent
+    if parent is not None and parent.path.startswith("metadata.ownerReferences"):
+        meta["ownerReferences"] = [{"apiVersion": f"{KUBEVIRT_GROUP}/v1", "kind": parent.kind, "name": parent.name,
+                                    "uid": parent.uid, "controller": True}]
+    elif parent is not None:
+        meta["annotations"] = {APP_ANNOTATION: f"{parent.kind}/{parent.name}" if parent.kind else parent.name}
+    if door.kind == POD:
+        figures = {resource: str(count) for resource, count in sorted(door.counts().items())}
+        spec: dict = {"containers": [{"name": "devices", "resources": {"requests": figures, "limits": figures}}]}
+    else:
+        devices: dict = {}
+        for field, gpu in (("gpus", True), ("hostDevices", False)):
+            entries = [{"name": f"d{i}", "deviceName": d.resource}
+                       for i, d in enumerate(d for d in door.devices if d.gpu == gpu)]
+            if entries:
+                devices[field] = entries
+        domain = {"domain": {"devices": devices}}
+        spec = {"template": {"spec": domain}} if door.kind == VIRTUAL_MACHINE else domain
+    return {"apiVersion": api_version, "kind": door.kind, "metadata": meta, "spec": spec}
+
+
+def larger_door(a: Mapping, b: Mapping) -> dict:
+    """A projection taking, per resource name and kind of entry, at least the
+    devices either projection takes, with `a`'s identity and claim (the
+    ledger's rule: a pending version never takes less room than another)."""
+    door_a, door_b = read_door(a), read_door(b)
+    most: dict[tuple[bool, str], int] = {}
+    for door in (door_a, door_b):
+        mine: dict[tuple[bool, str], int] = {}
+        for device in door.devices:
+            mine[(device.gpu, device.resource)] = mine.get((device.gpu, device.resource), 0) + device.count
+        for key, count in mine.items():
+            most[key] = max(most.get(key, 0), count)
+    devices = []
+    for (gpu, resource), count in sorted(most.items()):
+        devices += [Device("", resource, 1, gpu)] * count if door_a.kind != POD else [Device("", resource, count)]
+    parent = door_a.parent if door_a.parent == door_b.parent else None
+    return project(door_a._replace(devices=tuple(devices), parent=parent), a.get("apiVersion"))
+
+
+def is_app_group(kind: str) -> bool:
+    return kind in WORKLOAD_KINDS
+
+
+__all__ = [
+    "APPS_GROUP", "CLAIMABLE", "DOOR_KINDS", "Device", "Door", "KUBEVIRT_GROUP", "POD", "Parent",
+    "VIRTUAL_MACHINE", "VIRTUAL_MACHINE_INSTANCE", "door_kind", "door_projection", "is_extended_resource",
+    "larger_door", "may_hold_devices", "parent_identity", "read_door",
+]
