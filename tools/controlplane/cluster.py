@@ -59,6 +59,9 @@ WEBHOOK_CONFIGURATIONS = f"{WEBHOOK_RELEASE}-webhooks"  # the chart's ConfigMap 
 CRDS = (
     REPO / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml",
     HERE / "crds" / "apps-cozystack-io-standins.yaml",
+    # KubeVirt's VirtualMachine and VirtualMachineInstance, generated from its OpenAPI by
+    # tools/kubevirt/gen_crds.py (no virt-controller runs here: KubeVirt's modules are not served).
+    HERE / "crds" / "kubevirt-io.yaml",
 )
 # Kinds of the webhook chart's output applied here (the Deployment, Service,
 # PodDisruptionBudget and certificates are the cluster's job: no kubelet here).
@@ -315,6 +318,9 @@ class ControlPlane:
         self._wait("apps.cozystack.io discovery",
                    lambda: "vminstances" in self.kubectl("api-resources", "--api-group=apps.cozystack.io",
                                                          check=False).stdout, 30)
+        self._wait("kubevirt.io discovery",
+                   lambda: "virtualmachineinstances" in self.kubectl("api-resources", "--api-group=kubevirt.io",
+                                                                     check=False).stdout, 30)
 
     # -- the webhook ----------------------------------------------------------
 

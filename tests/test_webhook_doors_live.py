@@ -1,0 +1,222 @@
+"""Every door to a GPU, against the real control plane (tools/controlplane:
+kube-apiserver, etcd, two webhook replicas registered from the chart's
+configurations). KubeVirt's VirtualMachine and VirtualMachineInstance are
+served as CRDs generated from KubeVirt's OpenAPI (tools/kubevirt/gen_crds.py);
+no virt-controller runs, so the VMIs and launcher pods KubeVirt would make
+are written here as it writes them (owner references with the owner's uid).
+Pods are stored and stay Pending (no node here): admission is what is tested.
+
+Each door past a spent budget is refused, within it admitted and counted
+(an app written afterwards no longer fits); a pod posing as a launcher is
+refused; a vGPU device in a namespace that is not entitled is refused
+through every door; concurrent pod creates never over-admit; and with the
+webhook down, a pod asking for no GPU is still admitted (it is never sent).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from kubeapi import KubeAPI, apps_path
+from test_webhook_live import APPS, make_tenant, wait_until_cached
+
+PASSTHROUGH, VGPU = "l40", "l40-2q"
+L40 = "nvidia.com/l40"
+L40_2Q = "nvidia.com/GRID_L40-2Q"
+KEY = f"{PASSTHROUGH}.gpuclass.cozystack.io/devices"
+
+
+@pytest.fixture(scope="module")
+def api(cluster) -> KubeAPI:
+    api = KubeAPI(cluster)
+    for name, spec in (
+        (PASSTHROUGH, {"mode": "passthrough", "sourceKind": "PCIHostDevice", "resourceName": L40}),
+        (VGPU, {"mode": "vgpu", "sourceKind": "MediatedDevice", "resourceName": L40_2Q, "profile": "L40-2Q",
+                "license": {"secretRef": {"namespace": "cozy-system", "name": "nvidia-license"}, "featureType": 1}}),
+    ):
+        status, body = api.create("/apis/cozystack.io/v1alpha1/gpuclasses", {
+            "apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": name},
+            "spec": {"vendor": "nvidia", "model": "L40", "memory": "48Gi", **spec}})
+        assert status in (201, 409), body
+    # Which devices are GPUs is the classes' to say: the replicas must hold them before a door is decided.
+    status, body = api.get("/apis/cozystack.io/v1alpha1/gpuclasses")
+    wait_until_cached(cluster, "GPUClass", len(body["items"]))
+    return api
+
+
+def tenant(api: KubeAPI, name: str, quotas: dict) -> str:
+    """`make_tenant`, and the namespace's default ServiceAccount (no controller manager makes it here)."""
+    namespace = make_tenant(api, name, quotas)
+    status, body = api.create(f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                              {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    assert status in (201, 409), body
+    return namespace
+
+
+def pod(namespace: str, name: str, devices: dict[str, int], owner: dict | None = None,
+        init: dict[str, int] | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": namespace}
+    if owner is not None:
+        meta["ownerReferences"] = [{**owner, "controller": True}]
+        meta["labels"] = {"kubevirt.io": "virt-launcher"}
+    spec: dict = {"containers": [{"name": "compute", "image": "registry.invalid/none",
+                                  "resources": {"limits": {k: str(v) for k, v in devices.items()}}}]}
+    if init:
+        spec["initContainers"] = [{"name": "setup", "image": "registry.invalid/none",
+                                   "resources": {"limits": {k: str(v) for k, v in init.items()}}}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+
+
+def devices(gpus: list[str], host: list[str] | None = None) -> dict:
+    found: dict = {"gpus": [{"name": f"gpu{i}", "deviceName": d} for i, d in enumerate(gpus)]}
+    if host:
+        found["hostDevices"] = [{"name": f"host{i}", "deviceName": d} for i, d in enumerate(host)]
+    return found
+
+
+def vm(namespace: str, name: str, gpus: list[str], host: list[str] | None = None,
+       annotations: dict | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": namespace}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": meta,
+            "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": devices(gpus, host)}}}}}
+
+
+def vmi(namespace: str, name: str, gpus: list[str], owner: dict | None = None) -> dict:
+    meta: dict = {"name": name, "namespace": namespace}
+    if owner is not None:
+        meta["ownerReferences"] = [{**owner, "controller": True}]
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": meta,
+            "spec": {"domain": {"devices": devices(gpus)}}}
+
+
+def pods_path(namespace: str, name: str | None = None) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
+
+
+def kubevirt_path(plural: str, namespace: str, name: str | None = None) -> str:
+    return f"/apis/kubevirt.io/v1/namespaces/{namespace}/{plural}" + (f"/{name}" if name else "")
+
+
+def owner_of(body: dict) -> dict:
+    return {"apiVersion": body["apiVersion"], "kind": body["kind"], "name": body["metadata"]["name"],
+            "uid": body["metadata"]["uid"]}
+
+
+def refused(status: int, body: dict, *words: str) -> None:
+    assert status == 403, f"{status}: {body.get('message', body)}"
+    for word in words:
+        assert word in body["message"], body["message"]
+
+
+def test_a_pod_past_a_spent_budget_is_refused_and_one_within_is_counted(cluster, api) -> None:
+    namespace = tenant(api, "podder", {KEY: 4})
+    status, body = api.create(pods_path(namespace), pod(namespace, "train", {L40: 3}))
+    assert status == 201, body.get("message", body)
+    status, body = api.create(pods_path(namespace), pod(namespace, "more", {L40: 2}))
+    refused(status, body, "exceeded GPU budget", "requested 2, reserved 3", "budget 4")
+    # Init containers count as Kubernetes counts them: the larger of the init phase and the sum.
+    status, body = api.create(pods_path(namespace), pod(namespace, "init", {L40: 0}, init={L40: 2}))
+    refused(status, body, "requested 2, reserved 3")
+    status, body = api.create(pods_path(namespace), pod(namespace, "one", {L40: 1}))
+    assert status == 201, body.get("message", body)
+    # The pods are counted: an app asking for one more device no longer fits.
+    status, body = api.create(apps_path("vminstances", namespace), {
+        "apiVersion": APPS, "kind": "VMInstance", "metadata": {"name": "app", "namespace": namespace},
+        "spec": {"gpus": [{"class": PASSTHROUGH, "count": 1}]}})
+    refused(status, body, "requested 1, reserved 4")
+
+
+def test_virtual_machines_and_instances_are_charged_once(cluster, api) -> None:
+    namespace = tenant(api, "kubevirt", {KEY: 2})
+    status, machine = api.create(kubevirt_path("virtualmachines", namespace), vm(namespace, "a", [L40, L40]))
+    assert status == 201, machine
+    status, body = api.create(kubevirt_path("virtualmachines", namespace), vm(namespace, "b", [], host=[L40]))
+    refused(status, body, "exceeded GPU budget", "requested 1, reserved 2", "budget 2",
+            "spec.template.spec.domain.devices.hostDevices[0].deviceName")
+    # The VMI KubeVirt makes for VM a is a's: admitted and not charged again.
+    status, instance = api.create(kubevirt_path("virtualmachineinstances", namespace),
+                                  vmi(namespace, "a", [L40, L40], owner_of(machine)))
+    assert status == 201, instance
+    # A VMI of its own is charged: the budget is spent.
+    status, body = api.create(kubevirt_path("virtualmachineinstances", namespace), vmi(namespace, "solo", [L40]))
+    refused(status, body, "requested 1, reserved 2")
+    # One claiming VM a with another uid, or more devices than a holds, is refused, naming why.
+    status, body = api.create(kubevirt_path("virtualmachineinstances", namespace),
+                              vmi(namespace, "a2", [L40], {**owner_of(machine), "name": "a", "uid": "0000"}))
+    refused(status, body, "with uid '0000'")
+    # Its launcher pod is the VMI's: admitted, not charged; a pod posing as one is refused.
+    status, body = api.create(pods_path(namespace), pod(namespace, "virt-launcher-a-x", {L40: 2}, owner_of(instance)))
+    assert status == 201, body.get("message", body)
+    status, body = api.create(pods_path(namespace), pod(namespace, "virt-launcher-a-y", {L40: 1}, owner_of(instance)))
+    refused(status, body, "more devices of class 'l40' than VirtualMachineInstance", "held by its other claimants 2")
+    status, body = api.create(pods_path(namespace), pod(namespace, "virt-launcher-ghost", {L40: 1},
+                                                        {**owner_of(instance), "name": "ghost"}))
+    refused(status, body, "VirtualMachineInstance", "ghost, which does not exist")
+    # The VMInstance app of the same tenant no longer fits either.
+    status, body = api.create(apps_path("vminstances", namespace), {
+        "apiVersion": APPS, "kind": "VMInstance", "metadata": {"name": "app", "namespace": namespace},
+        "spec": {"gpus": [{"class": PASSTHROUGH, "count": 1}]}})
+    refused(status, body, "requested 1, reserved 2")
+
+
+def test_an_apps_vm_is_not_charged_twice_and_cannot_take_more(cluster, api) -> None:
+    namespace = tenant(api, "apped", {KEY: 2})
+    status, body = api.create(apps_path("vminstances", namespace), {
+        "apiVersion": APPS, "kind": "VMInstance", "metadata": {"name": "web", "namespace": namespace},
+        "spec": {"gpus": [{"class": PASSTHROUGH, "count": 2}]}})
+    assert status == 201, body.get("message", body)
+    claim = {"gpuclass.cozystack.io/app": "VMInstance/web"}
+    status, body = api.create(kubevirt_path("virtualmachines", namespace),
+                              vm(namespace, "vm-instance-web", [L40, L40], annotations=claim))
+    assert status == 201, body.get("message", body)
+    # A second VM claiming the same app finds its devices taken.
+    status, body = api.create(kubevirt_path("virtualmachines", namespace),
+                              vm(namespace, "copy", [L40], annotations=claim))
+    refused(status, body, "VMInstance", "web holds", "held by its other claimants 2")
+    status, body = api.create(kubevirt_path("virtualmachines", namespace),
+                              vm(namespace, "fake", [L40], annotations={"gpuclass.cozystack.io/app": "VMInstance/none"}))
+    refused(status, body, "VMInstance", "none, which does not exist")
+
+
+def test_a_vgpu_device_outside_the_entitlement_is_refused_through_every_door(cluster, api) -> None:
+    namespace = tenant(api, "unentitled", {"gpuclass.cozystack.io/devices": 8})
+    for path, body in (
+        (pods_path(namespace), pod(namespace, "p", {L40_2Q: 1})),
+        (kubevirt_path("virtualmachines", namespace), vm(namespace, "v", [L40_2Q])),
+        (kubevirt_path("virtualmachineinstances", namespace), vmi(namespace, "i", [L40_2Q])),
+    ):
+        status, answer = api.create(path, body)
+        refused(status, answer, f"GPU class '{VGPU}' is a vGPU class", f"{namespace} is not entitled to vGPU")
+
+
+def test_concurrent_pod_creates_never_over_admit(cluster, api) -> None:
+    namespace = tenant(api, "racer", {KEY: 4})
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        answers = list(pool.map(lambda i: api.create(pods_path(namespace), pod(namespace, f"p{i}", {L40: 1})),
+                                range(10)))
+    admitted = [body for status, body in answers if status == 201]
+    assert len(admitted) == 4, [(s, b.get("message")) for s, b in answers]
+    status, body = api.get(pods_path(namespace))
+    assert len(body["items"]) == 4
+
+
+def test_with_the_webhook_down_a_pod_without_gpus_is_admitted(cluster, api) -> None:
+    namespace = tenant(api, "outage", {KEY: 4})
+    for replica in (0, 1):
+        cluster.stop_process(f"webhook-{replica}")
+    try:
+        plain = pod(namespace, "plain", {})
+        plain["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
+        status, body = api.create(pods_path(namespace), plain)
+        assert status == 201, body.get("message", body)
+        status, body = api.create(pods_path(namespace), pod(namespace, "gpu", {L40: 1}))
+        assert status >= 500 and "pods.budgets.cozyrender.io" in body["message"], body
+        assert "failed calling webhook" in body["message"], body
+    finally:
+        for replica in (0, 1):
+            cluster.start_webhook(replica)
+        for replica in (0, 1):
+            cluster.wait_webhook(replica)
