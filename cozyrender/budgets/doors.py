@@ -6,7 +6,9 @@ Rules:
 - A VirtualMachine asks for one device per `gpus[]` and `hostDevices[]`
   entry of `spec.template.spec.domain.devices`, named by its `deviceName`
   (KubeVirt's `v1.GPU`/`v1.HostDevice`); a VirtualMachineInstance the same
-  of `spec.domain.devices`. Whether the VM runs (`spec.runStrategy`,
+  of `spec.domain.devices`. An entry naming a `claimName` instead takes its
+  device from a DRA ResourceClaim (KubeVirt's `GPUsWithDRA`), which is that
+  device's door, not the entry's. Whether the VM runs (`spec.runStrategy`,
   `spec.running`) does not matter: a halted VM reserves its devices, as a
   halted VMInstance does, so starting it never meets a spent budget.
 - A Pod asks for its effective request of each extended resource (a
@@ -37,7 +39,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from cozyrender.gpuclass.contract import APP_ANNOTATION
-from cozyrender.kube.shape import ShapeError, as_mapping, got, mapping, mappings, string
+from cozyrender.kube.shape import ShapeError, got, mapping, mappings, string
 
 from .bounds import MAX_COUNT
 from .model import APPS_GROUP, WORKLOAD_KINDS, metadata_name_namespace
@@ -180,7 +182,10 @@ def _kubevirt_devices(obj: Mapping, devices: Mapping, at: str) -> tuple[Device, 
             path = f"{at}.{field}[{index}]"
             device = string(entry, "deviceName", obj, path)
             if not device:
-                raise ShapeError.at(obj, f"{path}.deviceName", "is missing (KubeVirt requires it)")
+                if string(entry, "claimName", obj, path):
+                    continue  # a DRA-backed device: its ResourceClaim is the door
+                raise ShapeError.at(obj, f"{path}.deviceName", "is missing (KubeVirt requires a deviceName, or a "
+                                                               "claimName for a device from a ResourceClaim)")
             found.append(Device(f"{path}.deviceName", device, 1, gpu))
     return tuple(found)
 
@@ -296,10 +301,6 @@ def larger_door(a: Mapping, b: Mapping) -> dict:
         devices += [Device("", resource, 1, gpu)] * count if door_a.kind != POD else [Device("", resource, count)]
     parent = door_a.parent if door_a.parent == door_b.parent else None
     return project(door_a._replace(devices=tuple(devices), parent=parent), a.get("apiVersion"))
-
-
-def is_app_group(kind: str) -> bool:
-    return kind in WORKLOAD_KINDS
 
 
 __all__ = [
