@@ -96,7 +96,7 @@ def copy_in(cp, namespace: str) -> dict | None:
 
 
 def token(obj: dict | None) -> str | None:
-    return base64.b64decode(obj["data"]["token"]).decode() if obj else None
+    return base64.b64decode(obj["data"]["client_configuration_token.tok"]).decode() if obj else None
 
 
 def ours(obj: dict | None) -> bool:
@@ -141,7 +141,7 @@ def test_revocation_at_the_root_empties_the_subtree_and_returns(cp):
 def test_tampered_copies_are_restored(cp):
     wait_for(lambda: all(copy_in(cp, ns) for ns in TREE), what="copies in the tree")
     edited = copy_in(cp, "tenant-a")
-    edited["data"]["token"] = b64("stolen")
+    edited["data"]["client_configuration_token.tok"] = b64("stolen")
     edited["data"]["gridd.conf"] = b64("FeatureType=2\n")
     status, _ = cp.api.replace(f"/api/v1/namespaces/tenant-a/secrets/{COPY}", edited)
     assert status == 200

@@ -119,7 +119,9 @@ def test_the_contract_spelled_out():
     assert body["metadata"]["name"] == "vgpu-license-a100-4c"
     assert body["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "cozyrender-license-copier",
                                           "gpuclass.cozystack.io/class": "a100-4c"}
-    assert base64.b64decode(body["data"]["token"]) == b"TOKEN"
+    # The keys NVIDIA's guest driver and the GPU Operator's licensing configuration read.
+    assert sorted(body["data"]) == ["client_configuration_token.tok", "gridd.conf"]
+    assert base64.b64decode(body["data"]["client_configuration_token.tok"]) == b"TOKEN"
     assert "FeatureType=4\n" in base64.b64decode(body["data"]["gridd.conf"]).decode()
     assert gridd_conf(1).endswith("FeatureType=1\n")
 

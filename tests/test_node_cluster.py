@@ -216,6 +216,60 @@ def test_gpu_pods_are_scheduled_admitted_and_counted_by_the_real_node(plane, api
         plane.kubectl("-n", "default", "delete", "pods", "--all", "--wait=true", "--timeout=120s", check=False)
 
 
+def test_every_door_to_the_nodes_gpus_goes_through_the_budget(plane, api):
+    """Issue 32 on the real node: in a tenant namespace, a pod asking for the node's GPUs within
+    its budget is admitted and the kubelet hands it a device; past the spent budget a pod, a
+    KubeVirt VirtualMachine (gpus and hostDevices) and a VirtualMachineInstance are refused; a
+    pod posing as a virt-launcher is refused; a pod asking for no GPU is admitted even while
+    every webhook pod is gone (it is never sent to the webhook)."""
+    namespace = make_tenant(api, "doors", {"a100.gpuclass.cozystack.io/devices": 1})
+    wait_cached_tenant(plane, namespace)
+    wait_for("the namespace's default ServiceAccount", lambda: plane.kubectl(
+        "-n", namespace, "get", "serviceaccount", "default", check=False).returncode == 0, 60)
+    first = dict(gpu_pod("first"), metadata={"name": "first", "namespace": namespace})
+    status, body = api.create(f"/api/v1/namespaces/{namespace}/pods", first)
+    assert status == 201, body.get("message", body)
+    wait_for("the tenant's GPU pod Running with a device", lambda: plane.kubectl(
+        "-n", namespace, "logs", "first", check=False).stdout.startswith("devices=nvidia-com-GA100-"))
+    second = dict(gpu_pod("second"), metadata={"name": "second", "namespace": namespace})
+    devices = {"gpus": [{"name": "gpu1", "deviceName": GPU}], "hostDevices": [{"name": "h1", "deviceName": GPU}]}
+    attempts = {
+        "a pod": (f"/api/v1/namespaces/{namespace}/pods", second),
+        "a VirtualMachine": (f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines", {
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": {"name": "vm", "namespace": namespace},
+            "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": devices}}}}}),
+        "a VirtualMachineInstance": (f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachineinstances", {
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vmi", "namespace": namespace}, "spec": {"domain": {"devices": devices}}}),
+    }
+    for what, (path, body) in attempts.items():
+        status, answer = api.create(path, body)
+        assert status == 403 and "exceeded GPU budget 'a100.gpuclass.cozystack.io/devices'" in answer["message"], \
+            (what, status, answer.get("message"))
+    posing = dict(gpu_pod("virt-launcher-x"), metadata={
+        "name": "virt-launcher-x", "namespace": namespace, "labels": {"kubevirt.io": "virt-launcher"},
+        "ownerReferences": [{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "name": "x",
+                             "uid": "00000000-0000-0000-0000-000000000000", "controller": True}]})
+    status, answer = api.create(f"/api/v1/namespaces/{namespace}/pods", posing)
+    assert status == 403 and "which does not exist" in answer["message"], answer.get("message")
+    # With every webhook pod gone (scaled to zero), an ordinary pod is still admitted.
+    plane.kubectl("-n", "cozyrender-system", "scale", "deployment", "cozyrender-webhook", "--replicas=0")
+    try:
+        wait_for("no webhook pod left", lambda: not webhook_pods(plane))
+        plain = dict(gpu_pod("plain"), metadata={"name": "plain", "namespace": namespace})
+        plain["spec"] = dict(plain["spec"], containers=[dict(plain["spec"]["containers"][0], resources={})])
+        status, answer = api.create(f"/api/v1/namespaces/{namespace}/pods", plain)
+        assert status == 201, answer.get("message", answer)
+        # ... while a pod asking for a GPU is sent, and refused: the webhook is still registered.
+        status, answer = api.create(f"/api/v1/namespaces/{namespace}/pods",
+                                    dict(gpu_pod("late"), metadata={"name": "late", "namespace": namespace}))
+        assert status >= 500 and "pods.budgets.cozyrender.io" in answer["message"], answer.get("message")
+    finally:
+        plane.kubectl("-n", "cozyrender-system", "scale", "deployment", "cozyrender-webhook", "--replicas=2")
+        wait_for("both webhook pods ready again", lambda: deployment_settled(plane))
+        plane.kubectl("-n", namespace, "delete", "pods", "--all", "--wait=true", "--timeout=120s", check=False)
+
+
 # -- the webhook as the chart deploys it ------------------------------------------------
 
 

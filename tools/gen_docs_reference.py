@@ -384,7 +384,8 @@ def license_page() -> str:
            f"| label | `{contract.MANAGED_BY_LABEL}: {contract.MANAGED_BY}` |",
            f"| label | `{contract.CLASS_LABEL}: <class>` |",
            f"| annotation | `{contract.SOURCE_ANNOTATION}: <source namespace>/<source name>` |",
-           f"| key `{contract.TOKEN_KEY}` | the source's `{contract.TOKEN_KEY}`, byte for byte |",
+           f"| key `{contract.COPY_TOKEN_KEY}` | the source's `{contract.TOKEN_KEY}`, byte for byte (the name NVIDIA's "
+           "guest driver reads, mounted at `/etc/nvidia/ClientConfigToken/`) |",
            f"| key `{contract.GRIDD_KEY}` | NVIDIA's gridd.conf carrying `FeatureType=<spec.license.featureType>` |",
            "", "The copy of class `a100-4c` in `tenant-acme`:", "", "```yaml",
            yaml.safe_dump(example, sort_keys=False).rstrip("\n"), "```", "",

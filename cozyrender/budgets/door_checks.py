@@ -29,8 +29,7 @@ from .doors import POD, Door, parent_identity, read_door
 from .holders import children_of, held, resolve
 from .index import BudgetState, pod_door
 from .model import WORKLOAD_KINDS, Workload
-from .tree import is_tenant_namespace
-from .write import malformed_namespace_message
+from .tree import is_tenant_namespace, malformed_namespace_message
 
 LAUNCHER = "virt-launcher pod"
 

@@ -41,6 +41,8 @@ from typing import NamedTuple
 from cozyrender.gpuclass.contract import APP_ANNOTATION
 from cozyrender.kube.shape import ShapeError, got, mapping, mappings, string
 
+from cozyrender.kube.pods import is_extended_resource, may_hold_devices
+
 from .bounds import MAX_COUNT
 from .model import APPS_GROUP, WORKLOAD_KINDS, metadata_name_namespace
 
@@ -111,38 +113,6 @@ def door_kind(obj: Mapping) -> str | None:
     return kind if (api_version.rpartition("/")[0], kind) in DOOR_KINDS else None
 
 
-def is_extended_resource(name: str) -> bool:
-    """A device-plugin (extended) resource name: domain-prefixed, outside
-    `kubernetes.io/` (Kubernetes' `IsExtendedResourceName`; `requests.`
-    quota spellings are no resource names)."""
-    return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
-
-
-def may_hold_devices(pod: Mapping) -> bool:
-    """Whether a pod names any extended resource in a container's requests
-    or limits or its overhead (cheap: no quantity is parsed). Pods that do
-    not are never doors."""
-    spec = pod.get("spec")
-    if type(spec) is not dict:
-        return False
-    overhead = spec.get("overhead")
-    if type(overhead) is dict and any(type(k) is str and is_extended_resource(k) for k in overhead):
-        return True
-    for field in ("containers", "initContainers"):
-        containers = spec.get(field)
-        if type(containers) is not list:
-            continue
-        for container in containers:
-            resources = container.get("resources") if type(container) is dict else None
-            if type(resources) is not dict:
-                continue
-            for side in ("requests", "limits"):
-                figures = resources.get(side)
-                if type(figures) is dict and any(type(k) is str and is_extended_resource(k) for k in figures):
-                    return True
-    return False
-
-
 def read_door(obj: Mapping) -> Door:
     """Read a Pod, VirtualMachine or VirtualMachineInstance; ShapeError for
     an object the rules cannot read (no name or namespace, a device list of
@@ -195,6 +165,9 @@ def _pod_devices(pod: Mapping) -> tuple[Device, ...]:
         return ()
     from cozyrender.kube.pods import effective_pod_resources
 
+    from .usage import check_pod_numbers
+
+    check_pod_numbers(pod)  # every figure bounded before any is parsed, named as the usage rules name it
     requests = effective_pod_resources(pod, "requests")
     limits = effective_pod_resources(pod, "limits")
     found = []

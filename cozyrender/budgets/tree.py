@@ -75,3 +75,10 @@ def is_within(namespace: str, subtree_root: str) -> bool:
     if subtree_root == ROOT_NAMESPACE:
         return is_tenant_namespace(namespace)
     return namespace == subtree_root or namespace.startswith(subtree_root + "-")
+
+
+def malformed_namespace_message(namespace: str) -> str:
+    shown = namespace if len(namespace) <= 80 else f"{namespace[:60]}... ({len(namespace)} characters)"
+    return (f"namespace {shown} is named like a tenant namespace but no tenant can own it (tenant names "
+            "are lower-case letters and digits, starting with a letter; a namespace name is at most 63 "
+            "characters): it is in no pool, so no budget would apply")

@@ -19,7 +19,7 @@ from collections.abc import Collection, Iterable, Mapping
 from fractions import Fraction
 
 from cozyrender.keys import QUOTA_PREFIXES
-from cozyrender.kube.pods import effective_pod_resources, is_terminated, read_fields, reading_key
+from cozyrender.kube.pods import effective_pod_resources, is_terminated, may_hold_devices, read_fields, reading_key
 from cozyrender.kube.quantity import format_binary_quantity, format_quantity
 from cozyrender.kube.shape import mapping
 
@@ -272,8 +272,6 @@ def compact_pod(pod: Mapping) -> tuple[Mapping, bool]:
             return TERMINATED_POD, True
     except Exception:  # noqa: BLE001 - refused later, naming the pod
         return _own(pod), False
-    from .doors import may_hold_devices
-
     if may_hold_devices(pod):  # a door too (`budgets.doors`): its claim is read from its metadata
         return _own(pod, ("name", "namespace", "uid", "ownerReferences")), False
     key = reading_key(pod)

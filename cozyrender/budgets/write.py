@@ -23,7 +23,7 @@ from .model import (
     parse_workload,
     quota_field,
 )
-from .tree import is_malformed_tenant_namespace, owned_namespace
+from .tree import is_malformed_tenant_namespace, malformed_namespace_message, owned_namespace
 
 
 def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
@@ -153,13 +153,6 @@ def near_miss_keys(keys) -> list[tuple[str, str]]:
 
 def _malformed_namespace(namespace: str) -> Reason:
     return Reason("metadata.namespace", f"Invalid: {malformed_namespace_message(namespace)}")
-
-
-def malformed_namespace_message(namespace: str) -> str:
-    shown = namespace if len(namespace) <= 80 else f"{namespace[:60]}... ({len(namespace)} characters)"
-    return (f"namespace {shown} is named like a tenant namespace but no tenant can own it (tenant names "
-            "are lower-case letters and digits, starting with a letter; a namespace name is at most 63 "
-            "characters): it is in no pool, so no budget would apply")
 
 
 def raw_name_problem(state: BudgetState, workload: Workload, name: str) -> str | None:

@@ -7,9 +7,12 @@ The contract (what a VM's side reads; docs/reference/license-contract.md):
   named `vgpu-license-<class>`, type Opaque, labelled
   `app.kubernetes.io/managed-by: cozyrender-license-copier` and
   `gpuclass.cozystack.io/class: <class>`, annotated with its source
-  (`license.gpuclass.cozystack.io/source: <namespace>/<name>`), with two keys:
-    token       the source's `token`, byte for byte
-    gridd.conf  `FeatureType=<spec.license.featureType>` (NVIDIA's gridd.conf)
+  (`license.gpuclass.cozystack.io/source: <namespace>/<name>`), with two keys,
+  named as NVIDIA's guest driver and the GPU Operator's licensing
+  configuration read them (mounted at /etc/nvidia/ClientConfigToken/ and
+  /etc/nvidia/), so no guest image renames them:
+    client_configuration_token.tok  the source's `token`, byte for byte
+    gridd.conf                      `FeatureType=<spec.license.featureType>`
 - a namespace is entitled when its `namespace.cozystack.io/vgpu` label is
   "true" and, for a tenant namespace, every ancestor tenant namespace's label
   is "true" too (the entitlement chain: a subtree loses its copies the moment
@@ -39,7 +42,8 @@ MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "cozyrender-license-copier"
 CLASS_LABEL = "gpuclass.cozystack.io/class"
 SOURCE_ANNOTATION = "license.gpuclass.cozystack.io/source"
-TOKEN_KEY = "token"
+TOKEN_KEY = "token"  # the source's key
+COPY_TOKEN_KEY = "client_configuration_token.tok"  # the copy's: what the guest driver reads
 GRIDD_KEY = "gridd.conf"
 
 
@@ -116,7 +120,7 @@ def desired_copy(source: Source, token: str, namespace: str) -> dict:
             "annotations": {SOURCE_ANNOTATION: f"{source.namespace}/{source.name}"},
         },
         "data": {
-            TOKEN_KEY: token,
+            COPY_TOKEN_KEY: token,
             GRIDD_KEY: base64.b64encode(gridd_conf(source.feature_type).encode()).decode(),
         },
     }

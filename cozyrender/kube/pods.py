@@ -358,3 +358,35 @@ def read_fields(key: bytes) -> dict:
             status["conditions"] = [{"type": "PodResizePending", "reason": resize[0]}]
         pod["status"] = status
     return pod
+
+
+def is_extended_resource(name: str) -> bool:
+    """A device-plugin (extended) resource name: domain-prefixed, outside
+    `kubernetes.io/` (Kubernetes' `IsExtendedResourceName`; `requests.`
+    quota spellings are no resource names)."""
+    return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
+
+
+def may_hold_devices(pod: Mapping) -> bool:
+    """Whether a pod names any extended resource in a container's requests
+    or limits or its overhead (cheap: no quantity is parsed). Pods that do
+    not are never doors."""
+    spec = pod.get("spec")
+    if type(spec) is not dict:
+        return False
+    overhead = spec.get("overhead")
+    if type(overhead) is dict and any(type(k) is str and is_extended_resource(k) for k in overhead):
+        return True
+    for field in ("containers", "initContainers"):
+        containers = spec.get(field)
+        if type(containers) is not list:
+            continue
+        for container in containers:
+            resources = container.get("resources") if type(container) is dict else None
+            if type(resources) is not dict:
+                continue
+            for side in ("requests", "limits"):
+                figures = resources.get(side)
+                if type(figures) is dict and any(type(k) is str and is_extended_resource(k) for k in figures):
+                    return True
+    return False
