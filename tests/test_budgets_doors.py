@@ -360,3 +360,22 @@ def test_the_live_index_and_the_checks_agree_with_a_fresh_index(history, write) 
     decision = check_write(fresh, obj)
     answer = admission.admit(live.state, review(obj, "UPDATE" if old else "CREATE", old))["response"]
     assert answer["allowed"] is decision.allowed
+
+
+def test_the_audit_and_the_tree_count_every_door(tmp_path) -> None:
+    from test_budgets_builders import run_check_json
+
+    state = CLASSES + [tenant("a", quotas={KEY: 2}), vm("tenant-a", "app", [{"class": "a100", "count": 1}]),
+                       kvm("tenant-a", "v", gpus=[A100], uid="vu"), pod("tenant-a", "p", {H100: 1})]
+    code, answer = run_check_json(tmp_path, state)
+    assert code == 1
+    over = [f for f in answer if f["kind"] == "over-committed"]
+    assert len(over) == 1 and "reserved 3 + carved out 0 = 3 > budget 2" in over[0]["message"]
+    from cozyrender.budgets import audit
+    from cozyrender.tree.model import build_tree
+
+    indexed = index_state(state)
+    tree = build_tree(indexed, audit(indexed))
+    [row] = tree.nodes["tenant-a"].keys
+    assert sorted((r.kind, r.name, r.devices) for r in row.reservations) == [
+        ("Pod", "p", 1), ("VMInstance", "app", 1), ("VirtualMachine", "v", 1)]
