@@ -48,7 +48,7 @@ type options struct {
 }
 
 func newOptions() *options {
-	o := &options{recommended: genericoptions.NewRecommendedOptions("/registry/apps.cozystack.io",
+	o := &options{recommended: genericoptions.NewRecommendedOptions("/cozystack-apps-apiserver",
 		apps.Codecs.LegacyCodec(apps.SchemeGroupVersion))}
 	o.recommended.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		apps.SchemeGroupVersion, schema.GroupKind{Group: apps.GroupName})
