@@ -218,6 +218,14 @@ def wait_available(plane, timeout: float = 180) -> None:
                   timeout=timeout + 30)
     plane.kubectl("wait", "--for=condition=Available", f"--timeout={int(timeout)}s", f"apiservice/{APISERVICE}",
                   timeout=timeout + 30)
+    # The Service's endpoints are the new pod's alone (a pod going away is still listed,
+    # not ready, until it has gone): the aggregator routes to ready endpoints only.
+    def one_endpoint() -> bool:
+        slices = json.loads(plane.kubectl("-n", NAMESPACE, "get", "endpointslices", "-l",
+                                          f"kubernetes.io/service-name={NAME}", "-o", "json").stdout)["items"]
+        endpoints = [e for s in slices for e in s.get("endpoints") or []]
+        return len(endpoints) == 1 and endpoints[0].get("conditions", {}).get("ready") is True
+    plane._wait(f"the {NAME} Service's one ready endpoint", one_endpoint, 60)
     plurals = ("tenants", "vminstances", "kubernetesnodeses", "kuberneteses")
     plane._wait("apps.cozystack.io discovery from the aggregated server",
                 lambda: all(p in plane.kubectl("api-resources", "--api-group=apps.cozystack.io",
