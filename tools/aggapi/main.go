@@ -17,7 +17,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/pflag"
@@ -118,7 +120,11 @@ func main() {
 	flags := pflag.NewFlagSet("cozystack-apps-apiserver", pflag.ContinueOnError)
 	o.addFlags(flags)
 	logs.AddFlags(flags)
-	if err := flags.Parse(os.Args[1:]); err != nil {
+	flags.SetOutput(io.Discard) // a bad flag is one line, not the usage of every flag
+	if err := flags.Parse(os.Args[1:]); errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(os.Stdout, "Usage of cozystack-apps-apiserver:\n%s", flags.FlagUsages())
+		os.Exit(0)
+	} else if err != nil {
 		fmt.Fprintf(os.Stderr, "cozystack-apps-apiserver: error: %v\n", err)
 		os.Exit(2)
 	}
