@@ -204,7 +204,7 @@ prometheus: $(PROMETHEUS)
 $(PROMETHEUS):
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
 
-test: venv binaries controlplane flux-controllers wheelhouse chromium prometheus image node certmanager
+test: venv binaries controlplane flux-controllers wheelhouse chromium prometheus image node certmanager aggapi
 	$(PY) -m pytest
 
 bench: venv binaries chromium

@@ -531,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     where = f"pods on node {plane.node.bridge} {plane.node.gateway}/24" if plane.node else "local processes"
     print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s) ({where})")
+    if plane.aggapi:
+        print("cluster: apps.cozystack.io served by the aggregated API server cozy-system/cozystack-api (tools/aggapi)")
     print(f"cluster: export KUBECONFIG={plane.kubeconfig}")
     return 0
 
