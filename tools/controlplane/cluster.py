@@ -16,9 +16,13 @@ Starts, each as its own process group, with every port on 127.0.0.1:
 - only the API server may call them (issue 28 item 4): kube-apiserver's
   AdmissionConfiguration gives it a kubeconfig presenting a client
   certificate from a CA of the webhook's own (`pki/webhook-callers/`), and
-  the replicas run with `--client-ca` of that CA.
+  the replicas run with `--client-ca` of that CA;
+- with `aggapi` (and a node), apps.cozystack.io served as on Cozystack by an
+  aggregated API server in a pod, cozyrender's stand-in for cozystack-api
+  (aggapi.py, tools/aggapi), presenting its own certificate of that CA,
+  instead of by the stand-in CRDs.
 
-    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2]
+    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi]]
     python tools/controlplane/cluster.py down [--dir .cache/cluster]
 
 `up` returns once everything answers ready and leaves the processes running;
@@ -56,13 +60,12 @@ WEBHOOK_NAMESPACE = "cozyrender-system"
 WEBHOOK_ACCOUNT = "cozyrender-webhook"
 WEBHOOK_RELEASE = "cozyrender-webhook"
 WEBHOOK_CONFIGURATIONS = f"{WEBHOOK_RELEASE}-webhooks"  # the chart's ConfigMap the replicas register from
-CRDS = (
-    REPO / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml",
-    HERE / "crds" / "apps-cozystack-io-standins.yaml",
-    # KubeVirt's VirtualMachine and VirtualMachineInstance, generated from its OpenAPI by
-    # tools/kubevirt/gen_crds.py (no virt-controller runs here: KubeVirt's modules are not served).
-    HERE / "crds" / "kubevirt-io.yaml",
-)
+GPUCLASS_CRD = REPO / "charts" / "cozystack-basics" / "crds" / "gpuclasses.cozystack.io.yaml"
+APPS_STANDIN_CRDS = HERE / "crds" / "apps-cozystack-io-standins.yaml"  # not with the aggregated server
+# KubeVirt's VirtualMachine and VirtualMachineInstance, generated from its OpenAPI by
+# tools/kubevirt/gen_crds.py (no virt-controller runs here: KubeVirt's modules are not served).
+KUBEVIRT_CRDS = HERE / "crds" / "kubevirt-io.yaml"
+CRDS = (GPUCLASS_CRD, APPS_STANDIN_CRDS, KUBEVIRT_CRDS)
 # Kinds of the webhook chart's output applied here (the Deployment, Service,
 # PodDisruptionBudget and certificates are the cluster's job: no kubelet here).
 CHART_KINDS_APPLIED = frozenset({
@@ -94,7 +97,7 @@ class ControlPlane:
                  webhook_args: tuple[str, ...] = (),
                  namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
                  flux: bool = False, flux_injection: bool | None = None,
-                 node: bool = False, gpus: dict[str, int] | None = None) -> None:
+                 node: bool = False, gpus: dict[str, int] | None = None, aggapi: bool = False) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
@@ -116,6 +119,8 @@ class ControlPlane:
         self.with_node = node
         self.gpus = dict(gpus or {})
         self.node = None
+        # apps.cozystack.io from the aggregated server in a pod (aggapi.py) instead of stand-in CRDs.
+        self.aggapi = aggapi
 
     # -- processes ------------------------------------------------------------
 
@@ -180,6 +185,10 @@ class ControlPlane:
                 flux.start(self)
             if self.node is not None:
                 self.node.start()
+            if self.aggapi:
+                import aggapi
+
+                aggapi.install(self)
             if self.webhook_replicas and self.node is not None:
                 self.node.install_webhook_chart(self.webhook_replicas)
             elif self.webhook_replicas:
@@ -205,6 +214,12 @@ class ControlPlane:
                                                 organizations=("system:masters",), client=True)
         self.webhook_serving_cert = ca.issue("webhook", "cozyrender-webhook", server_names=("127.0.0.1", "localhost"))
         self._admission_pki()
+        if self.aggapi:
+            import aggapi
+
+            if not self.with_node:
+                raise ClusterError("the apps.cozystack.io aggregated server runs as a pod: it needs the node")
+            aggapi.front_proxy_pki(self)
         self.sa_key, self.sa_pub = service_account_keys(self.pki)
 
     def _admission_pki(self) -> None:
@@ -215,7 +230,7 @@ class ControlPlane:
         every webhook (`*`: the test plane's webhooks are all cozyrender's)."""
         callers = self.pki / "webhook-callers"
         callers.mkdir(exist_ok=True)
-        caller_ca = CA(callers)
+        caller_ca = self.webhook_caller_ca = CA(callers)
         self.webhook_client_ca = caller_ca.cert_path
         cert, key = caller_ca.issue("kube-apiserver", "kube-apiserver", client=True)
         kubeconfig = callers / "kubeconfig"
@@ -268,6 +283,7 @@ class ControlPlane:
             # A Service with no ready endpoint is refused ("no endpoints available").
             "--enable-aggregator-routing=true",
             *(self.node.apiserver_args() if self.node else ()),
+            *self._aggregator_args(),
             f"--cert-dir={self.pki}", "--profiling=false", "--v=1",
         ])
         kubeconfig = _kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
@@ -276,6 +292,14 @@ class ControlPlane:
             _kubeconfig(self.server, self.pki / "ca.crt", *self.webhook_client_cert, WEBHOOK_ACCOUNT)))
         self._save()
         self._wait("kube-apiserver", lambda: self._https_ok(f"{self.server}/readyz", *self.admin_cert), 90)
+
+    def _aggregator_args(self) -> list[str]:
+        """kube-apiserver's front-proxy flags, with the aggregated server (aggapi.py)."""
+        if not self.aggapi:
+            return []
+        import aggapi
+
+        return aggapi.apiserver_args(self)
 
     def _start_controller_manager(self) -> None:
         kubeconfig = self.dir / "controller-manager-kubeconfig"
@@ -309,18 +333,20 @@ class ControlPlane:
         self._wait("CRDs Established", established, timeout)
 
     def _install_crds(self) -> None:
-        for crd in CRDS:
+        for crd in (GPUCLASS_CRD, KUBEVIRT_CRDS) if self.aggapi else CRDS:
             self.kubectl("apply", "--server-side", "-f", str(crd))
         self.wait_crds_established()
         for namespace in self.namespaces:
             self.kubectl("create", "namespace", namespace)
         # The API server serves new CRD kinds shortly after Established: wait until discovery has them.
-        self._wait("apps.cozystack.io discovery",
-                   lambda: "vminstances" in self.kubectl("api-resources", "--api-group=apps.cozystack.io",
-                                                         check=False).stdout, 30)
         self._wait("kubevirt.io discovery",
                    lambda: "virtualmachineinstances" in self.kubectl("api-resources", "--api-group=kubevirt.io",
                                                                      check=False).stdout, 30)
+        if self.aggapi:
+            return  # apps.cozystack.io is served once the aggregated server's pod runs (aggapi.install)
+        self._wait("apps.cozystack.io discovery",
+                   lambda: "vminstances" in self.kubectl("api-resources", "--api-group=apps.cozystack.io",
+                                                         check=False).stdout, 30)
 
     # -- the webhook ----------------------------------------------------------
 
@@ -479,6 +505,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a node (containerd, kubelet, scheduler) and the webhook chart installed from the image")
     parser.add_argument("--gpu", action="append", default=[], metavar="NAME=COUNT",
                         help="with --node: a GPU resource the device plugin advertises (repeatable)")
+    parser.add_argument("--aggapi", action="store_true",
+                        help="with --node: apps.cozystack.io served by the aggregated API server in a pod "
+                             "(tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs")
     args = parser.parse_args(argv)
     gpus = {}
     for spec in args.gpu:
@@ -501,12 +530,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas, flux=args.flux,
                              webhook_args=("--flux-injection",) if args.flux else (),
-                             flux_injection=False if args.flux else None, node=args.node, gpus=gpus).start()
+                             flux_injection=False if args.flux else None, node=args.node, gpus=gpus,
+                             aggapi=args.aggapi).start()
     except (ClusterError, RuntimeError) as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1
     where = f"pods on node {plane.node.bridge} {plane.node.gateway}/24" if plane.node else "local processes"
     print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s) ({where})")
+    if plane.aggapi:
+        print("cluster: apps.cozystack.io served by the aggregated API server cozy-system/cozystack-api (tools/aggapi)")
     print(f"cluster: export KUBECONFIG={plane.kubeconfig}")
     return 0
 

@@ -11,6 +11,8 @@ its wheel, not left in the image), a non-root user (65532), entrypoint `cozyrend
 (tools/image/pause). `cert-manager`: two images, `cert-manager-controller` and
 `cert-manager-cainjector`, each one static Go binary built by `make certmanager`
 (tools/certmanager, cert-manager v1.21 from its library module) and read from --bin.
+`cozystack-apps-apiserver`: the same, the static binary `make aggapi` builds (tools/aggapi, the
+apps.cozystack.io aggregated API server standing in for cozystack-api).
 
 Each image is written twice under --out: `<name>-image/`, an OCI image layout (umoci, skopeo
 `oci:`), and `<name>-image.tar`, the same layout in one archive with Docker's `manifest.json`
@@ -48,6 +50,8 @@ PAUSE_REPOSITORY = "cozyrender.local/pause"
 PAUSE_TAG = "3.10"
 CERT_MANAGER_REPOSITORY = "cozyrender.local/cert-manager"
 CERT_MANAGER_VERSION = "v1.21.2"  # tools/certmanager/go.mod
+AGGAPI_REPOSITORY = "cozyrender.local/cozystack-apps-apiserver"
+AGGAPI_VERSION = "v0.35.4"  # k8s.io/apiserver in tools/aggapi/go.mod
 SOURCE_URL = "https://github.com/cozyrender/cozyrender"
 USER = "65532:65532"
 # The Debian sources this machine's apt uses (deb822); the other lists on it are not Debian's.
@@ -313,41 +317,56 @@ def cert_manager_reference(component: str) -> str:
     return f"{CERT_MANAGER_REPOSITORY}-{component}:{CERT_MANAGER_VERSION}"
 
 
+def build_static(out: Path, work: Path, epoch: int, binary: Path, name: str, reference: str, description: str,
+                 version: str, source: str, missing: str) -> tuple[str, str]:
+    """An image of one static Go binary at /<binary name>, run as 65532 (non-root)."""
+    if not binary.is_file():
+        raise BuildError(f"{binary} is missing: run `{missing}`")
+    rootfs = work / f"{name}-rootfs"
+    shutil.rmtree(rootfs, ignore_errors=True)
+    rootfs.mkdir(parents=True)
+    shutil.copyfile(binary, rootfs / binary.name)
+    (rootfs / binary.name).chmod(0o755)
+    layer = work / f"{name}-layer.tar.gz"
+    diff_id, digest, size = write_layer(rootfs, layer, epoch)
+    shutil.rmtree(rootfs)
+    config = {"User": USER, "Entrypoint": [f"/{binary.name}"], "WorkingDir": "/",
+              "Labels": {**labels(epoch, name, description), "org.opencontainers.image.version": version}}
+    manifest = write_image(out, name, reference, layer, diff_id, digest, size, config, epoch,
+                           f"tools/image/build.py {source}")
+    layer.unlink()
+    return reference, manifest
+
+
 def build_cert_manager(out: Path, work: Path, bin_dir: Path, epoch: int) -> list[tuple[str, str]]:
-    """One image per component, its binary at /<binary>, run as 65532 (non-root)."""
-    built = []
-    for component in ("controller", "cainjector"):
-        binary = bin_dir / f"cert-manager-{component}"
-        if not binary.is_file():
-            raise BuildError(f"{binary} is missing: run `make certmanager`")
-        rootfs = work / f"cert-manager-{component}-rootfs"
-        shutil.rmtree(rootfs, ignore_errors=True)
-        rootfs.mkdir(parents=True)
-        shutil.copyfile(binary, rootfs / binary.name)
-        (rootfs / binary.name).chmod(0o755)
-        layer = work / f"cert-manager-{component}-layer.tar.gz"
-        diff_id, digest, size = write_layer(rootfs, layer, epoch)
-        shutil.rmtree(rootfs)
-        config = {"User": USER, "Entrypoint": [f"/{binary.name}"], "WorkingDir": "/",
-                  "Labels": {**labels(epoch, f"cert-manager-{component}",
-                                      f"cert-manager {CERT_MANAGER_VERSION}'s {component} for cozyrender's test node "
-                                      "(self-signed and CA issuers only)"),
-                             "org.opencontainers.image.version": CERT_MANAGER_VERSION}}
-        reference = cert_manager_reference(component)
-        manifest = write_image(out, f"cert-manager-{component}", reference, layer, diff_id, digest, size, config,
-                               epoch, f"tools/image/build.py cert-manager: {binary.name} (tools/certmanager)")
-        layer.unlink()
-        built.append((reference, manifest))
-    return built
+    return [build_static(out, work, epoch, bin_dir / f"cert-manager-{component}", f"cert-manager-{component}",
+                         cert_manager_reference(component),
+                         f"cert-manager {CERT_MANAGER_VERSION}'s {component} for cozyrender's test node "
+                         "(self-signed and CA issuers only)", CERT_MANAGER_VERSION,
+                         f"cert-manager: cert-manager-{component} (tools/certmanager)", "make certmanager")
+            for component in ("controller", "cainjector")]
+
+
+def aggapi_reference() -> str:
+    return f"{AGGAPI_REPOSITORY}:{AGGAPI_VERSION}"
+
+
+def build_aggapi(out: Path, work: Path, bin_dir: Path, epoch: int) -> list[tuple[str, str]]:
+    return [build_static(out, work, epoch, bin_dir / "cozystack-apps-apiserver", "cozystack-apps-apiserver",
+                         aggapi_reference(),
+                         "cozyrender's stand-in for cozystack-api: apps.cozystack.io served by an aggregated "
+                         f"API server on k8s.io/apiserver {AGGAPI_VERSION}", AGGAPI_VERSION,
+                         "cozystack-apps-apiserver: (tools/aggapi)", "make aggapi")]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="build", description=__doc__.split("\n\n")[0])
-    parser.add_argument("image", choices=("cozyrender", "pause", "cert-manager"))
+    parser.add_argument("image", choices=("cozyrender", "pause", "cert-manager", "cozystack-apps-apiserver"))
     parser.add_argument("--out", default=str(REPO / "dist"))
     parser.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     parser.add_argument("--wheelhouse", default=str(REPO / ".venv" / "wheelhouse"))
-    parser.add_argument("--bin", default=str(REPO / ".cache" / "bin"), help="cert-manager: the built binaries")
+    parser.add_argument("--bin", default=str(REPO / ".cache" / "bin"),
+                        help="cert-manager, cozystack-apps-apiserver: the built binaries")
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -359,6 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                 built = [build_cozyrender(out, work, Path(args.wheelhouse).resolve(), epoch)]
             elif args.image == "cert-manager":
                 built = build_cert_manager(out, work, Path(args.bin).resolve(), epoch)
+            elif args.image == "cozystack-apps-apiserver":
+                built = build_aggapi(out, work, Path(args.bin).resolve(), epoch)
             else:
                 built = [build_pause(out, work, epoch)]
         except BuildError as err:
