@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from cozyrender.kube.pods import extended_resource_names
+
 from .checks import Decision, Reason, check_workload_budget
 from .doors import POD, Door, parent_identity, read_door
 from .holders import children_of, held, resolve
@@ -35,6 +37,10 @@ LAUNCHER = "virt-launcher pod"
 
 
 def check_door_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
+    if obj.get("kind") == POD and not extended_resource_names(obj) & state.class_resources.keys():
+        # No device of any class, by name alone: none of the budgets' business, whatever its other
+        # figures (an unreadable one is the usage rules' to set aside, bearing on its own pools only).
+        return Decision()
     door = pod_door(obj) if obj.get("kind") == POD else read_door(obj)
     if not is_tenant_namespace(door.namespace):
         from .tree import is_malformed_tenant_namespace

@@ -173,9 +173,10 @@ class LiveIndex:
         would be (`_usage_object`): never as objects, never all at once."""
         saved = self.__dict__.copy()
         # Compact pods holding devices are their own copies, named: indexed with the rest for their doors.
-        doors = [reading for by_name in self._pods.values() for reading in by_name.values()
-                 if "metadata" in reading and may_hold_devices(reading)] if self._compact else []
-        self._state: BudgetState = index_state(chain(self._objects.values(), doors))
+        doors = {(namespace, name): reading for namespace, by_name in self._pods.items()
+                 for name, reading in by_name.items()
+                 if "metadata" in reading and may_hold_devices(reading)} if self._compact else {}
+        self._state: BudgetState = index_state(chain(self._objects.values(), doors.values()))
         if not self._compact:
             self._pods = {}
         # Pods and quotas per namespace, by identity (the state's lists are
@@ -202,7 +203,8 @@ class LiveIndex:
                     for namespace, by_name in pods.items():
                         if namespace and is_malformed_tenant_namespace(namespace):
                             for name in by_name:
-                                ix.add_malformed(self._state, ix.classify(_stand_in(("", "Pod", namespace, name))))
+                                if (namespace, name) not in doors:  # (those were indexed with the rest)
+                                    ix.add_malformed(self._state, ix.classify(_stand_in(("", "Pod", namespace, name))))
                         self._usage_object(ix.POD, namespace, None, None, whole=by_name)
                 except Exception:
                     self.__dict__.update(saved)

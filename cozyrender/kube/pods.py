@@ -367,16 +367,17 @@ def is_extended_resource(name: str) -> bool:
     return "/" in name and not name.startswith(("kubernetes.io/", "requests."))
 
 
-def may_hold_devices(pod: Mapping) -> bool:
-    """Whether a pod names any extended resource in a container's requests
-    or limits or its overhead (cheap: no quantity is parsed). Pods that do
-    not are never doors."""
+def extended_resource_names(pod: Mapping) -> set[str]:
+    """The extended resources a pod names in a container's (or init
+    container's) requests or limits or in its overhead, read by name only:
+    no quantity is parsed, so a hostile figure costs nothing here."""
+    found: set[str] = set()
     spec = pod.get("spec")
     if type(spec) is not dict:
-        return False
+        return found
     overhead = spec.get("overhead")
-    if type(overhead) is dict and any(type(k) is str and is_extended_resource(k) for k in overhead):
-        return True
+    if type(overhead) is dict:
+        found.update(k for k in overhead if type(k) is str and is_extended_resource(k))
     for field in ("containers", "initContainers"):
         containers = spec.get(field)
         if type(containers) is not list:
@@ -387,6 +388,12 @@ def may_hold_devices(pod: Mapping) -> bool:
                 continue
             for side in ("requests", "limits"):
                 figures = resources.get(side)
-                if type(figures) is dict and any(type(k) is str and is_extended_resource(k) for k in figures):
-                    return True
-    return False
+                if type(figures) is dict:
+                    found.update(k for k in figures if type(k) is str and is_extended_resource(k))
+    return found
+
+
+def may_hold_devices(pod: Mapping) -> bool:
+    """Whether a pod names any extended resource (`extended_resource_names`):
+    pods that do not are never doors."""
+    return bool(extended_resource_names(pod))

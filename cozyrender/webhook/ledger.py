@@ -81,6 +81,7 @@ from cozyrender.budgets import check_write
 from cozyrender.budgets.checks import growth
 from cozyrender.budgets.doors import door_kind, door_projection, larger_door, read_door
 from cozyrender.budgets.holders import resolve
+from cozyrender.kube.pods import extended_resource_names
 from cozyrender.budgets.live import LiveIndex
 from cozyrender.budgets.model import WORKLOAD_KINDS, parse_declaration, parse_workload
 from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, is_within, parent_namespace
@@ -555,6 +556,10 @@ class Arbiter:
         in a tenant namespace: nothing to reserve, so no ledger entry."""
         if door_kind(obj) is None:
             return True
+        if obj.get("kind") == "Pod":  # by name first: a pod naming no class's resource holds no GPU
+            with self.lock:
+                if not extended_resource_names(obj) & self.index.state.class_resources.keys():
+                    return False
         door = read_door(obj)
         if not is_tenant_namespace(door.namespace) or not door.devices:
             return False
