@@ -322,11 +322,7 @@ class LiveIndex:
             ix.derive_classes(state)
             if state.doors and (state.class_resources, state.conflicts) != before:
                 # Which devices are GPUs of which class changed (rare: a hoster's write): re-index.
-                if new_obj is None:
-                    self._objects.pop(identity, None)
-                else:
-                    self._objects[identity] = new_obj
-                self._build()
+                self._rebuild_with(identity, new_obj)
                 return
         elif what == ix.ROOT_NAMESPACE_OBJECT:
             state.root_label_vgpu = new.value if new else None
@@ -334,11 +330,7 @@ class LiveIndex:
         elif what == ix.VALUES_SECRET:
             vgpu, nest = new.value if new else (None, False)
             if nest != state.gpu_budgets_nest:  # rare (a platform setting): re-index, in time to the state
-                if new_obj is None:
-                    self._objects.pop(identity, None)
-                else:
-                    self._objects[identity] = new_obj
-                self._build()
+                self._rebuild_with(identity, new_obj)
                 return
             state.values_vgpu = vgpu
             ix.derive_platform(state)
@@ -352,6 +344,14 @@ class LiveIndex:
             ix.add_malformed(state, old, -1)
         if new is not None and new.malformed:
             ix.add_malformed(state, new)
+
+    def _rebuild_with(self, identity: tuple, obj: Mapping | None) -> None:
+        """Index everything again with `obj` (None: removed) in place."""
+        if obj is None:
+            self._objects.pop(identity, None)
+        else:
+            self._objects[identity] = obj
+        self._build()
 
     def _holder(self, key: tuple, workload, door) -> None:
         """An app's or a door's own devices changed (None: gone): the heads
