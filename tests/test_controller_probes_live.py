@@ -38,9 +38,9 @@ def probe(cp: ControllerPlane, name: str, path: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory):
+    plane = start_plane(tmp_path_factory)  # puts tools/controlplane on the path
     from cluster import free_port
 
-    plane = start_plane(tmp_path_factory)
     controllers = ControllerPlane(plane)
     try:
         controllers.apply_chart()
