@@ -4,7 +4,8 @@
 as `make cluster` gives them, `env` pointing pods at the API server's forward on the bridge).
 
 - both controller pods carry the chart's `env` (the webhook's alike) and are Ready, one of
-  them holding the Lease;
+  them holding the Lease; every pod of the chart runs at `system-cluster-critical` with its
+  `preStop` sleep, and the controller's PodDisruptionBudget allows one disruption;
 - the leader writes a GPUClass's status from the node's allocatable (the device plugin's 4
   devices), and copies a vGPU class's license into an entitled namespace, not into one that
   is not entitled;
@@ -62,6 +63,20 @@ def test_the_controller_pods_take_the_charts_env_and_are_ready(plane, api):
                             "cozyrender-webhook-controller")
     assert status == 200, lease
     assert lease["spec"]["holderIdentity"] in {pod["metadata"]["name"] for pod in controller_pods(plane)}
+    # The chart's production defaults, as the API server and the kubelet took them.
+    webhook_pods = kubectl_json(plane, "-n", NAMESPACE, "get", "pods", "-l",
+                                "app.kubernetes.io/name=cozyrender-webhook")["items"]
+    for pod in controller_pods(plane) + webhook_pods:
+        assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+        assert pod["spec"]["priority"] == 2000000000  # resolved by the API server's Priority admission
+        assert pod["spec"]["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"] >= 1
+
+    def observed_budget():
+        budget = kubectl_json(plane, "-n", NAMESPACE, "get", "pdb", "cozyrender-webhook-controller")
+        return budget if (budget.get("status") or {}).get("currentHealthy") == 2 else None
+
+    budget = wait_for("the controller's PodDisruptionBudget observed", observed_budget, 60)
+    assert budget["status"]["disruptionsAllowed"] == 1
 
 
 def test_a_gpuclass_gets_its_status_and_the_leaders_metrics_say_the_same(plane, api):
