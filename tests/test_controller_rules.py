@@ -1,8 +1,11 @@
-"""The chart's PrometheusRule, tested with Debian's promtool (`promtool test
+"""The chart's alert rules, tested with Debian's promtool (`promtool test
 rules`, tests/data/promtool/alerts_test.yaml): a pool over budget, a class in
-conflict, a class with no free units, a webhook whose cache is stale, no
-controller leader. The rule file is the chart's own rendering, so a broken
-expression or a renamed metric fails here."""
+conflict, a class with no free units, a webhook whose cache is stale, a
+certificate near or past its notAfter, no controller leader, tenant figures
+that cannot be computed, metrics absent. The rule file is the chart's own
+rendering (with a scrape object on, as the absence alerts need), so a broken
+expression or a renamed metric fails here. The VMRule carries the same
+groups (tests/test_chart_monitoring.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CHART = ROOT / "charts" / "cozyrender-webhook"
 DATA = ROOT / "tests" / "data" / "promtool"
 PROMTOOL = Path(shutil.which("promtool") or "/usr/bin/promtool")
+SCRAPED = ("--set", "monitoring.vmServiceScrape=true")
+ALERTS = {"CozyrenderPoolOverBudget", "CozyrenderGPUClassConflict", "CozyrenderGPUClassNoFreeUnits",
+          "CozyrenderWebhookCacheStale", "CozyrenderWebhookCertificateExpiresSoon",
+          "CozyrenderWebhookCertificateExpired", "CozyrenderControllerNoLeader", "CozyrenderTenantTreeError",
+          "CozyrenderTenantBudgetUnknown", "CozyrenderWebhookMetricsAbsent", "CozyrenderControllerMetricsAbsent"}
 
 
 def _rule(helm4: Path, *args: str) -> list[dict]:
@@ -29,7 +37,7 @@ def _rule(helm4: Path, *args: str) -> list[dict]:
 def rules_dir(helm4: Path, tmp_path_factory) -> Path:
     if not PROMTOOL.exists():
         raise RuntimeError(f"{PROMTOOL} is missing: run `make prometheus` (Debian's prometheus package)")
-    [rule] = _rule(helm4, "-a", "monitoring.coreos.com/v1/PrometheusRule")
+    [rule] = _rule(helm4, "-a", "monitoring.coreos.com/v1/PrometheusRule", *SCRAPED)
     folder = tmp_path_factory.mktemp("promtool")
     (folder / "rules.yaml").write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
     shutil.copy(DATA / "alerts_test.yaml", folder)
@@ -40,7 +48,7 @@ def test_the_rules_are_valid(rules_dir: Path) -> None:
     checked = subprocess.run([str(PROMTOOL), "check", "rules", "rules.yaml"], cwd=rules_dir,
                              capture_output=True, text=True)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 5 rules found" in checked.stdout
+    assert f"SUCCESS: {len(ALERTS)} rules found" in checked.stdout
 
 
 def test_promtool_unit_tests_pass(rules_dir: Path) -> None:
@@ -55,11 +63,24 @@ def test_every_alert_is_tested(rules_dir: Path) -> None:
     alerts = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
     tested = {case["alertname"] for test in yaml.safe_load((DATA / "alerts_test.yaml").read_text())["tests"]
               for case in test.get("alert_rule_test", [])}
-    assert alerts == tested == {"CozyrenderPoolOverBudget", "CozyrenderGPUClassConflict",
-                                "CozyrenderGPUClassNoFreeUnits", "CozyrenderWebhookCacheStale",
-                                "CozyrenderControllerNoLeader"}
+    assert alerts == tested == ALERTS
 
 
 def test_the_rule_is_left_out_where_the_cluster_has_no_prometheus_operator(helm4: Path) -> None:
     assert _rule(helm4) == []  # an install never fails on a missing CRD
     assert _rule(helm4, "-a", "monitoring.coreos.com/v1/PrometheusRule", "--set", "prometheusRule.enabled=false") == []
+
+
+def test_the_alerts_follow_what_the_chart_deploys(helm4: Path) -> None:
+    """No absence alert without a scrape object (nothing says the metrics are scraped); no
+    controller alert without the controller; no tree alert without its metrics controller."""
+    def alerts(*args: str) -> set[str]:
+        [rule] = _rule(helm4, "-a", "monitoring.coreos.com/v1/PrometheusRule", *args)
+        return {r["alert"] for group in rule["spec"]["groups"] for r in group["rules"]}
+
+    assert alerts() == ALERTS - {"CozyrenderWebhookMetricsAbsent", "CozyrenderControllerMetricsAbsent"}
+    assert alerts(*SCRAPED, "--set", "controller.enabled=false") == ALERTS - {
+        "CozyrenderControllerNoLeader", "CozyrenderTenantTreeError", "CozyrenderTenantBudgetUnknown",
+        "CozyrenderControllerMetricsAbsent"}
+    assert alerts(*SCRAPED, "--set", "controller.controllers=status") == ALERTS - {
+        "CozyrenderTenantTreeError", "CozyrenderTenantBudgetUnknown"}

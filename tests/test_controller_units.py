@@ -116,6 +116,7 @@ def test_bad_input_is_one_line_and_exit_2():
                                                                "--retry-period (2) is required"),
         (["--listen", "nowhere"], "--listen nowhere: expected HOST:PORT"),
         (["--retry-period", "0"], "is not a number of seconds from 0.2 to 60"),
+        (["--ready-contact", "2"], "--ready-contact (2) > --retry-period (2) is required"),
     ):
         result = _controller(*args)
         assert result.returncode == 2 and result.stdout == "", (args, result)

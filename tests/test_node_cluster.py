@@ -551,6 +551,16 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
     assert status == 403 and "exceeded GPU budget" in body["message"], body
 
 
+def uninstall(plane) -> None:
+    """`helm uninstall --wait`, then until the release's webhook pods are gone: Helm waits for the
+    Deployment, not its terminating pods, and a pod in its `preStop` sleep (preStopSleepSeconds)
+    still runs as a ready replica, so it would register the configuration of a release installed
+    again meanwhile (docs/guides/in-the-cluster.md, "Uninstalling")."""
+    plane.node.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
+    wait_for("the uninstalled release's webhook pods gone", lambda: kubectl_json(
+        plane, "-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/name=cozyrender-webhook")["items"] == [], 120)
+
+
 def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_failure(plane, api):
     """Issue 29 item 1 on the real node. The chart uninstalled first: nothing stays registered,
     and an over-budget tenant write goes through unchecked. Installed again with an image that
@@ -577,7 +587,7 @@ def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_fail
         wait_for(f"{name} admitted unchecked ({answers[-1:]})", stored_now, 30)
 
     try:
-        plane.node.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
+        uninstall(plane)
         wait_for("the configuration deleted with the chart", lambda: registered(plane) == [], 60)
         admitted_unchecked("no-webhook")
 
@@ -606,7 +616,7 @@ def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_fail
         assert release["info"]["status"] == "failed", release["info"]
         assert registered(plane) == []
         admitted_unchecked("after-failed-install")
-        plane.node.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
+        uninstall(plane)
         assert registered(plane) == []
     finally:  # the release the other tests use, with the image that starts
         if plane.node.helm("status", RELEASE, "-n", NAMESPACE, check=False).returncode == 0:

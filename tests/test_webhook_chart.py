@@ -266,7 +266,8 @@ def test_the_scrape_objects_validate_against_their_crds_and_scrape_over_the_char
             assert spec["selector"]["matchLabels"].items() <= selected["metadata"]["labels"].items()
         assert spec["namespaceSelector"] == {"matchNames": [NAMESPACE]}
         endpoint, billing = spec["endpoints"]
-        assert billing == {"port": "metrics", "scheme": "http", "path": "/metrics", "interval": "30s"}
+        assert billing == {"port": "metrics", "scheme": "http", "path": "/metrics", "honorLabels": True,
+                           "interval": "30s"}
         assert [p["name"] for p in controller["spec"]["ports"]] == ["metrics"]
         assert endpoint["port"] in [p["name"] for p in service["spec"]["ports"]] and endpoint["scheme"] == "https"
         assert endpoint["path"] == "/metrics"

@@ -434,6 +434,16 @@ def license_page() -> str:
 
 # ---------------------------------------------------------------- metrics
 
+def _rendered_alerts() -> list[dict]:
+    """The alert rules of the chart, rendered by Helm 4 as a PrometheusRule (defaults, scraping on)."""
+    helm = os.environ.get("COZYRENDER_HELM4") or str(ROOT / ".cache" / "bin" / "helm4")
+    rendered = subprocess.run([helm, "template", "cozyrender-webhook", str(ROOT / "charts" / "cozyrender-webhook"),
+                               "-n", "cozyrender-system", "-a", "monitoring.coreos.com/v1/PrometheusRule",
+                               "--set", "monitoring.vmServiceScrape=true"], capture_output=True, text=True, check=True)
+    [rule] = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc and doc["kind"] == "PrometheusRule"]
+    return [r for group in rule["spec"]["groups"] for r in group["rules"]]
+
+
 def metrics_page() -> str:
     from cozyrender.controllers import metrics
 
@@ -450,20 +460,14 @@ def metrics_page() -> str:
     out += ["", "Their labels, as the module states them:", ""]
     doc = metrics.__doc__
     out += ["```text", doc[doc.index("Per tenant namespace"):doc.index("The pure part")].rstrip(), "```", "",
-            "## Alerts", "", "The chart's PrometheusRule (`charts/cozyrender-webhook/templates/prometheusrule.yaml`, "
-            "rendered when the cluster serves `monitoring.coreos.com/v1`), tested with `promtool test rules`:", "",
-            "| alert | expression | for |", "| --- | --- | --- |"]
-    lines = _template_rules("prometheusrule.yaml")
-    for index, line in enumerate(lines):
-        if line.strip().startswith("- alert:"):
-            name = line.split(":", 1)[1].strip()
-            expr_line = lines[index + 1].split("expr:", 1)[1].strip()
-            if expr_line == ">-":
-                expr_line = " ".join(l.strip() for l in lines[index + 2:index + 4])
-            for_line = next(l for l in lines[index:] if l.strip().startswith("for:")).split(":", 1)[1].strip()
-            if "{{" in for_line:
-                for_line = "`prometheusRule.staleFor` (5m)"
-            out.append(f"| {name} | `{_cell(expr_line)}` | {for_line} |")
+            "## Alerts", "", "The chart's rules (`charts/cozyrender-webhook/templates/prometheusrule.yaml`: a VMRule "
+            "where the cluster serves `operator.victoriametrics.com/v1beta1`, else a PrometheusRule where it serves "
+            "`monitoring.coreos.com/v1`), as rendered with the default values and a scrape object on (the absence "
+            "alerts need one), each tested with `promtool test rules`:", "",
+            "| alert | severity | expression | for |", "| --- | --- | --- | --- |"]
+    for rule in _rendered_alerts():
+        out.append(f"| {rule['alert']} | {rule['labels']['severity']} | `{_cell(' '.join(rule['expr'].split()))}` "
+                   f"| {rule.get('for', 'at once')} |")
     return "\n".join(out) + "\n"
 
 

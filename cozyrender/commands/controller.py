@@ -4,6 +4,7 @@ replicas.
     cozyrender controller [--kubeconfig FILE] [--context NAME] [--namespace cozyrender-system]
         [--lease-name NAME] [--identity NAME] [--listen 0.0.0.0:8080]
         [--controllers status,licenses,metrics] [--lease-duration 15 --renew-deadline 10 --retry-period 2]
+        [--ready-contact 30]
 
 A command of its own, not a flag of `webhook`: it runs as its own Deployment
 under its own service account (it writes GPUClass status and copies license
@@ -11,7 +12,9 @@ Secrets, rights the webhook must not hold), serves plain-HTTP metrics with no
 serving certificate, and a controller that crashes or is restarted never
 takes an admission replica with it. Serves until SIGTERM or SIGINT (then
 releases the Lease); exits 1 when it loses the Lease, so its Deployment
-restarts it as a standby. A thin shell over `cozyrender.controllers`.
+restarts it as a standby. /readyz fails while the API server's last answer
+is older than --ready-contact; /healthz when the election loop is stuck.
+A thin shell over `cozyrender.controllers`.
 """
 
 from __future__ import annotations
@@ -58,11 +61,14 @@ def _controllers(value: str) -> tuple[str, ...]:
               help="How long the leader keeps leading without a renewal.")
 @click.option("--retry-period", type=Seconds(0.2, 60), default=2, show_default=True, metavar="SECONDS",
               help="How often candidates try and the leader renews.")
+@click.option("--ready-contact", type=Seconds(1, 600), default=30, show_default=True, metavar="SECONDS",
+              help="Ready while the API server's last answer is at most this old (not Ready when it cannot be "
+              "reached).")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu for the metrics' tree, overriding what the cluster says.")
 def command(kubeconfig: str | None, context: str | None, namespace: str, lease_name: str, identity: str | None,
             listen: str, names: str, lease_duration: float, renew_deadline: float, retry_period: float,
-            platform_vgpu: str | None) -> None:
+            ready_contact: float, platform_vgpu: str | None) -> None:
     """Run the GPU offer's controllers: GPUClass status, vGPU license copies and
     billing metrics, with leader election across replicas."""
     from cozyrender.controllers import registry
@@ -74,6 +80,9 @@ def command(kubeconfig: str | None, context: str | None, namespace: str, lease_n
     if not lease_duration > renew_deadline > retry_period:
         fail(f"--lease-duration ({lease_duration:g}) > --renew-deadline ({renew_deadline:g}) > --retry-period "
              f"({retry_period:g}) is required")
+    if not ready_contact > retry_period:
+        fail(f"--ready-contact ({ready_contact:g}) > --retry-period ({retry_period:g}) is required: the replica "
+             "asks the API server every retry period")
     if kubeconfig:
         read_kubeconfig(kubeconfig)
     try:
@@ -89,7 +98,7 @@ def command(kubeconfig: str | None, context: str | None, namespace: str, lease_n
     factories, metrics = registry(client, chosen, override)
     manager = Manager(client, {"namespace": namespace, "name": lease_name, "identity": identity,
                                "lease_duration": lease_duration, "renew_deadline": renew_deadline,
-                               "retry_period": retry_period}, factories)
+                               "retry_period": retry_period}, factories, ready_contact=ready_contact)
     try:
         server = serve_http(address, manager, lambda: metrics.text(manager))
     except OSError as err:

@@ -129,6 +129,8 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
         fail(str(err))
 
     index, lock, metrics = LiveIndex(), threading.Lock(), Metrics()
+    metrics.certificates_loaded(tls_cert, client_ca)
+    tls.on_load = lambda: metrics.certificates_loaded(tls_cert, client_ca)
     cache = Cache(lambda: make_client(kubeconfig, context), index, lock, metrics)
     store = ConfigMapShards(ledger_client, namespace, ledger)
     arbiter = Arbiter(index, lock, metrics, store, seen=cache.seen, unreadable=lambda: cache.unreadable,

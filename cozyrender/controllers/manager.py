@@ -10,7 +10,16 @@ Rules:
   figures, so a PromQL sum over replicas never counts twice;
 - when the leader loses the Lease it stops (`lost` is set) and the command
   exits non-zero: the Deployment restarts it as a standby, as
-  controller-runtime does, rather than running on half-stopped threads.
+  controller-runtime does, rather than running on half-stopped threads;
+- `/readyz` says whether the replica can reach the API server: Ready while
+  the election loop's last answer from it (any HTTP answer, a 409 or 404
+  included) is at most `ready_contact` seconds old (the loop asks every
+  retry period), and, on the leader, once its controllers' first lists
+  synced. A replica that cannot reach the API server is never Ready;
+- `/healthz` says whether it is stuck: healthy while the election loop's
+  thread runs and its last API call ended (answered or failed) at most
+  `stuck_after` seconds ago (each call is bounded by the client's timeout,
+  so only a loop that hangs or died goes past it).
 """
 
 from __future__ import annotations
@@ -25,10 +34,46 @@ from cozyrender.controllers.lease import LeaderElector
 
 log = logging.getLogger("cozyrender.controllers.manager")
 
+READY_CONTACT = 30.0
+STUCK_AFTER = 90.0
+
+
+class Contact:
+    """A client whose calls are timed: `answered` is when the API server last
+    answered one (an ApiError is an answer), `ended` when one last ended in
+    any way (a transport error included), both on `clock`."""
+
+    def __init__(self, client, clock: Callable[[], float] = time.monotonic) -> None:
+        self._client = client
+        self._clock = clock
+        self.answered: float | None = None
+        self.ended = clock()
+
+    def __getattr__(self, name: str):
+        attribute = getattr(self._client, name)
+        if not callable(attribute):
+            return attribute
+
+        def timed(*args, **kwargs):
+            from lightkube.core.exceptions import ApiError
+
+            try:
+                result = attribute(*args, **kwargs)
+            except ApiError:
+                self.answered = self._clock()
+                raise
+            finally:
+                self.ended = self._clock()
+            self.answered = self.ended
+            return result
+
+        return timed
+
 
 class Manager:
     def __init__(self, make_client: Callable[[], object], elector_options: dict,
-                 controllers: dict[str, Callable[[], object]]) -> None:
+                 controllers: dict[str, Callable[[], object]], ready_contact: float = READY_CONTACT,
+                 stuck_after: float = STUCK_AFTER, clock: Callable[[], float] = time.monotonic) -> None:
         """`controllers`: name -> factory of an object with run(stop) and, for
         metrics, optional collect() (see controllers.metrics)."""
         self.make_client = make_client
@@ -36,7 +81,9 @@ class Manager:
         self.running: dict[str, object] = {}
         self.stop_controllers = threading.Event()
         self.lost = threading.Event()
-        self.elector = LeaderElector(make_client(), on_started=self._lead, on_stopped=self._stopped,
+        self.ready_contact, self.stuck_after, self.clock = ready_contact, stuck_after, clock
+        self.contact = Contact(make_client(), clock)
+        self.elector = LeaderElector(self.contact, on_started=self._lead, on_stopped=self._stopped,
                                      **elector_options)
         self._threads: list[threading.Thread] = []
         self._elector_thread: threading.Thread | None = None
@@ -72,11 +119,33 @@ class Manager:
         if self._elector_thread is not None:
             self._elector_thread.join(timeout=max(1.0, deadline - time.monotonic()))
 
+    def readiness(self) -> tuple[bool, str]:
+        """(Ready, why): the API server answered within ready_contact seconds,
+        and, on the leader, its controllers' first lists synced."""
+        answered = self.contact.answered
+        if answered is None:
+            return False, "no answer from the API server yet"
+        age = self.clock() - answered
+        if age > self.ready_contact:
+            return False, (f"the API server's last answer is {age:.0f} s old (the bound is "
+                           f"{self.ready_contact:g} s): it cannot be reached")
+        if self.leading and not all(getattr(c, "synced", lambda: True)() for c in self.running.values()):
+            return False, "the controllers' first lists have not synced"
+        return True, "ok"
+
     def ready(self) -> bool:
-        """A standby is ready (it only waits); the leader once its controllers' first lists synced."""
-        if not self.leading:
-            return True
-        return all(getattr(c, "synced", lambda: True)() for c in self.running.values())
+        return self.readiness()[0]
+
+    def liveness(self) -> tuple[bool, str]:
+        """(Alive, why): the election loop runs and its last API call ended
+        within stuck_after seconds."""
+        thread = self._elector_thread
+        if thread is not None and not thread.is_alive() and not self.lost.is_set():
+            return False, "the leader election loop has stopped"
+        age = self.clock() - self.contact.ended
+        if age > self.stuck_after:
+            return False, f"the leader election loop is stuck: no API call has ended for {age:.0f} s"
+        return True, "ok"
 
 
 def serve_http(address: tuple[str, int], manager: Manager, metrics_text: Callable[[], bytes]) -> ThreadingHTTPServer:
@@ -97,11 +166,9 @@ def serve_http(address: tuple[str, int], manager: Manager, metrics_text: Callabl
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             path = self.path.split("?", 1)[0]
-            if path == "/healthz":
-                self._send(200, b"ok\n")
-            elif path == "/readyz":
-                ok = manager.ready()
-                self._send(200 if ok else 503, b"ok\n" if ok else b"the controllers' first lists have not synced\n")
+            if path in ("/healthz", "/readyz"):
+                ok, why = manager.liveness() if path == "/healthz" else manager.readiness()
+                self._send(200 if ok else 503, f"{why}\n".encode())
             elif path == "/metrics":
                 try:
                     body = metrics_text()

@@ -18,7 +18,16 @@ computed from the leader's watches by the same library calls):
         type="carved_out"  what sub-tenants carve out of it
         type="left"        what is left (may be negative)
     cozyrender_tenant_budget_over_committed{namespace,tenant,key}  1 when the pool is over budget
+    cozyrender_tenant_budget_unknown{namespace,tenant}   1 when its figures cannot be computed
+    cozyrender_tenant_tree_error                         1 when any figure cannot be computed
 GPU figures are devices; ordinary ones are the quantity's value (cores, bytes).
+
+An object the rules cannot read (issue 34 item 7) is left out of the state,
+as the webhook leaves it out (`budgets.unreadable`): the namespaces whose
+decisions it bears on (its own pools, the subtree a Tenant or Namespace of
+it holds) lose their per-tenant series and get `..._budget_unknown 1`;
+every other tenant's series stay. A hoster's object (a GPUClass, the
+tenant-root Namespace or its values Secret) bears on every namespace.
 
 Per GPU class (the status controller's figures, `cozyrender catalog`'s):
     cozyrender_gpuclass_nodes{gpuclass,resource}
@@ -58,9 +67,12 @@ HELP = {
     "cozyrender_tenant_budget": ("gauge", "A tenant's budget key: hard (declared), used (reserved or used), "
                                  "carved_out (by sub-tenants) and left, by type; leader only"),
     "cozyrender_tenant_budget_over_committed": ("gauge", "1 when the pool of this tenant and key is over budget"),
-    "cozyrender_tenant_tree_error": ("gauge", "1 when the pool tree cannot be computed from the cluster's objects "
-                                     "(an object the rules cannot read; the controller's log names it): the "
-                                     "per-tenant series are missing meanwhile"),
+    "cozyrender_tenant_budget_unknown": ("gauge", "1 when this tenant namespace's figures cannot be computed (an "
+                                         "object the rules cannot read bears on its pools; the controller's log "
+                                         "names it): its cozyrender_tenant_budget series are missing meanwhile"),
+    "cozyrender_tenant_tree_error": ("gauge", "1 when some figures of the pool tree cannot be computed from the "
+                                     "cluster's objects (an object the rules cannot read; the controller's log "
+                                     "names it): the series of the pools it bears on are missing meanwhile"),
     "cozyrender_gpuclass_nodes": ("gauge", "Eligible nodes of a GPU class"),
     "cozyrender_gpuclass_allocatable_units": ("gauge", "Allocatable units of a GPU class on its eligible nodes"),
     "cozyrender_gpuclass_free_units": ("gauge", "Free units of a GPU class on its eligible nodes"),
@@ -77,10 +89,15 @@ def _number(value) -> float:
     return float(Fraction(value))
 
 
-def budget_samples(tree) -> list[Sample]:
-    """Per tenant namespace and key, from a `tree.model.Tree`."""
+def budget_samples(tree, unknown: Callable[[str], bool] = lambda namespace: False) -> list[Sample]:
+    """Per tenant namespace and key, from a `tree.model.Tree`; a namespace
+    for which `unknown(namespace)` holds gets `..._budget_unknown 1` instead."""
     samples: list[Sample] = []
     for node in tree.shown():
+        if unknown(node.namespace):
+            samples.append(("cozyrender_tenant_budget_unknown",
+                            {"namespace": node.namespace, "tenant": node.tenant or ""}, 1.0))
+            continue
         for row in node.keys:
             labels = {"namespace": node.namespace, "tenant": node.tenant or "", "key": row.key,
                       "quota_key": row.quota_key, "key_type": row.type}
@@ -184,24 +201,53 @@ class BudgetWatcher:
         return [obj for informer in self.informers for obj in list(informer.store.values())]
 
     def samples(self) -> list[Sample]:
-        """The tree's and the audit's samples; recomputed only after a change."""
-        from cozyrender.budgets import audit, index_state
-        from cozyrender.tree import build_tree
-
+        """The tree's and the audit's samples, `cozyrender_tenant_tree_error`
+        included; recomputed only after a change. Raises when no tree can be
+        computed at all (a state no object's removal makes readable)."""
         with self._lock:
             if self._cached is not None and not self._changed.is_set():
                 return self._cached[0]
             self._changed.clear()
             try:
-                state = index_state(self.objects())
-                findings = audit(state)
-                tree = build_tree(state, findings, platform_vgpu=self.platform_vgpu)
-                samples = budget_samples(tree) + finding_samples(findings)
+                samples = tree_samples(self.objects(), self.platform_vgpu)
             except Exception:
                 self._changed.set()  # try again at the next scrape
                 raise
             self._cached = (samples, "")
             return samples
+
+
+def tree_samples(objects: list[dict], platform_vgpu: bool | None = None) -> list[Sample]:
+    """The pool tree's and the audit's samples of `objects`, each object the
+    rules cannot read left out with the series of the namespaces it bears
+    on (the rule above). Raises the ShapeError of a state that stays
+    unreadable (two copies of one object, two Tenants owning a namespace,
+    more than MAX_LEFT_OUT objects left out)."""
+    from cozyrender.budgets import audit, index_state
+    from cozyrender.budgets.unreadable import MAX_LEFT_OUT, bearing, described, unreadable_state_object
+    from cozyrender.kube.shape import ShapeError
+    from cozyrender.tree import build_tree
+
+    kept, left_out = objects, []
+    while True:
+        try:
+            state = index_state(kept)
+            break
+        except ShapeError as err:
+            found = unreadable_state_object(err, kept)
+            if found is None or len(left_out) == MAX_LEFT_OUT:
+                raise
+            log.warning("left out of the metrics' pool tree: %s", described(found))
+            left_out.append(found)
+            kept = [item for item in kept if item is not err.obj]
+    findings = audit(state)
+    tree = build_tree(state, findings, platform_vgpu=platform_vgpu)
+
+    def unknown(namespace: str) -> bool:  # what a write in `namespace` would read holds one of them
+        return bool(left_out) and bool(bearing(state, left_out, {"kind": "Pod", "metadata": {"namespace": namespace}}))
+
+    return (budget_samples(tree, unknown) + finding_samples(findings)
+            + [("cozyrender_tenant_tree_error", {}, 1.0 if left_out else 0.0)])
 
 
 class Exporter:
@@ -226,11 +272,9 @@ class Exporter:
             if self.budgets is not None and self.budgets.synced():
                 try:
                     samples += self.budgets.samples()
-                except Exception as err:  # noqa: BLE001 - an unreadable object: the other figures still go out
+                except Exception as err:  # noqa: BLE001 - no tree at all: the other figures still go out
                     log.warning("the pool tree cannot be computed: %s", err)
                     samples.append(("cozyrender_tenant_tree_error", {}, 1.0))
-                else:
-                    samples.append(("cozyrender_tenant_tree_error", {}, 0.0))
             if self.licenses is not None and self.licenses.synced():
                 samples += self.licenses.samples()
         return render(samples)

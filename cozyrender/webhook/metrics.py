@@ -3,12 +3,19 @@ run several in one process).
 
 Rule: every decision is counted by outcome and kind and timed; the cache
 reports its size per kind, its watch lag and its restarts (relists after
-410 Gone, timeouts, errors); the ledger its conflicts and entries.
+410 Gone, timeouts, errors); the ledger its conflicts and entries; the
+certificates it serves with and checks callers against, their notAfter
+(set when they are loaded, again at each reload).
 """
 
 from __future__ import annotations
 
+import logging
+import ssl
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+log = logging.getLogger("cozyrender.webhook.metrics")
 
 PREFIX = "cozyrender_webhook"
 # Admission budgets are a few milliseconds; the API server gives up at timeoutSeconds.
@@ -47,6 +54,32 @@ class Metrics:
                                     registry=r)
         self.ledger_seconds = Histogram(f"{PREFIX}_ledger_seconds", "Time of one ledger read or write",
                                         ["operation"], buckets=LATENCY_BUCKETS, registry=r)
+        self.certificate_not_after = Gauge(f"{PREFIX}_certificate_not_after_timestamp_seconds", "When a "
+                                           "certificate loaded by this replica expires (Unix time), by certificate "
+                                           "(serving: its serving certificate; client_ca: the CA its callers' "
+                                           "certificates are checked against)", ["certificate"], registry=r)
         self.registrations = Counter(f"{PREFIX}_registrations", "Passes registering the webhook configurations "
                                      "from the chart's ConfigMap (made while ready), by outcome (ok, error)",
                                      ["outcome"], registry=r)
+
+    def certificates_loaded(self, cert_file: str, client_ca: str | None = None) -> None:
+        """Set the notAfter of the serving certificate and the callers' CA,
+        from the files just loaded (the first certificate of each)."""
+        for name, path in (("serving", cert_file), ("client_ca", client_ca)):
+            if path is None:
+                continue
+            expiry = not_after(path)
+            if expiry is not None:
+                self.certificate_not_after.labels(name).set(expiry)
+
+
+def not_after(path: str) -> float | None:
+    """The notAfter (Unix time) of the first certificate in PEM file `path`,
+    read by the ssl module's own decoder (the one its test suite uses; no
+    X.509 library is a dependency of the image); None when it cannot be read."""
+    try:
+        decoded = ssl._ssl._test_decode_cert(path)  # noqa: SLF001 - the stdlib's only file decoder
+        return float(ssl.cert_time_to_seconds(decoded["notAfter"]))
+    except (AttributeError, KeyError, OSError, ValueError, ssl.SSLError) as err:
+        log.warning("cannot read the expiry of %s: %s", path, err)
+        return None

@@ -126,6 +126,7 @@ class ReloadingTLS:
         self.signature = self._signature()
         self.checked = clock()
         self.reloads = 0
+        self.on_load: Callable[[], None] | None = None  # called after each reload (the metrics' expiry)
 
     @property
     def verify_mode(self) -> ssl.VerifyMode:
@@ -152,6 +153,8 @@ class ReloadingTLS:
                 else:
                     self.context, self.signature = context, signature
                     self.reloads += 1
+                    if self.on_load is not None:
+                        self.on_load()
                     log.info("cozyrender webhook: serving the renewed certificate %s", self.files[0])
         return self.context
 

@@ -1,0 +1,152 @@
+"""The controller as the chart deploys it, on the real node (issue 33 item 4): the
+`cozyrender-webhook-controller` Deployment from `helm install` of charts/cozyrender-webhook
+(tests/test_node_cluster.py's plane and fixtures: the image built here, the chart's values
+as `make cluster` gives them, `env` pointing pods at the API server's forward on the bridge).
+
+- both controller pods carry the chart's `env` (the webhook's alike) and are Ready, one of
+  them holding the Lease; every pod of the chart runs at `system-cluster-critical` with its
+  `preStop` sleep, and the controller's PodDisruptionBudget allows one disruption;
+- the leader writes a GPUClass's status from the node's allocatable (the device plugin's 4
+  devices), and copies a vGPU class's license into an entitled namespace, not into one that
+  is not entitled;
+- the metrics are scraped from the pods at their pod addresses: exactly one says it leads,
+  and the leader's figures equal the GPUClass status;
+- with the API server unreachable from the pods (its forward on the bridge stopped), the
+  controller pods turn not Ready (`/readyz` past `--ready-contact`, 30 s in the chart), and
+  Ready again once it is back. Last in the module: it cuts every pod off for a while.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from test_node_cluster import NAMESPACE, api, kubectl_json, plane, ready, wait_for  # noqa: F401 - the fixtures
+
+ROOT = Path(__file__).resolve().parent.parent
+LABEL = "namespace.cozystack.io/vgpu"
+GPUCLASSES = "/apis/cozystack.io/v1alpha1/gpuclasses"
+
+
+def controller_pods(plane) -> list[dict]:
+    pods = kubectl_json(plane, "-n", NAMESPACE, "get", "pods", "-l",
+                        "app.kubernetes.io/name=cozyrender-controller")["items"]
+    return [pod for pod in pods if not pod["metadata"].get("deletionTimestamp")]
+
+
+def scrape(pod: dict) -> dict[str, float]:
+    """A controller pod's /metrics at its pod address, as a scraper reads it: series -> value."""
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:8080/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line and not line.startswith("#")}
+
+
+def leader_of(plane) -> dict | None:
+    leaders = [pod for pod in controller_pods(plane) if ready(pod)
+               and scrape(pod).get("cozyrender_controller_leader") == 1]
+    return leaders[0] if len(leaders) == 1 else None
+
+
+def test_the_controller_pods_take_the_charts_env_and_are_ready(plane, api):
+    webhook = kubectl_json(plane, "-n", NAMESPACE, "get", "deployment", "cozyrender-webhook")
+    controller = kubectl_json(plane, "-n", NAMESPACE, "get", "deployment", "cozyrender-webhook-controller")
+    webhook_env = webhook["spec"]["template"]["spec"]["containers"][0]["env"]
+    controller_env = controller["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert [e for e in controller_env if e["name"].startswith("KUBERNETES_SERVICE")] == webhook_env
+    wait_for("both controller pods Ready", lambda: len(controller_pods(plane)) == 2
+             and all(map(ready, controller_pods(plane))))
+    status, lease = api.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/"
+                            "cozyrender-webhook-controller")
+    assert status == 200, lease
+    assert lease["spec"]["holderIdentity"] in {pod["metadata"]["name"] for pod in controller_pods(plane)}
+    # The chart's production defaults, as the API server and the kubelet took them.
+    webhook_pods = kubectl_json(plane, "-n", NAMESPACE, "get", "pods", "-l",
+                                "app.kubernetes.io/name=cozyrender-webhook")["items"]
+    for pod in controller_pods(plane) + webhook_pods:
+        assert pod["spec"]["priorityClassName"] == "system-cluster-critical"
+        assert pod["spec"]["priority"] == 2000000000  # resolved by the API server's Priority admission
+        assert pod["spec"]["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"] >= 1
+
+    def observed_budget():
+        budget = kubectl_json(plane, "-n", NAMESPACE, "get", "pdb", "cozyrender-webhook-controller")
+        return budget if (budget.get("status") or {}).get("currentHealthy") == 2 else None
+
+    budget = wait_for("the controller's PodDisruptionBudget observed", observed_budget, 60)
+    assert budget["status"]["disruptionsAllowed"] == 1
+
+
+def test_a_gpuclass_gets_its_status_and_the_leaders_metrics_say_the_same(plane, api):
+    def written():
+        status, obj = api.get(f"{GPUCLASSES}/a100")
+        figures = (obj.get("status") or {}) if status == 200 else {}
+        return figures if figures.get("allocatable") is not None else None
+
+    status = wait_for("the a100 class's status", written, 120)
+    assert (status["nodes"], status["allocatable"]) == (1, 4), status
+    leader = wait_for("one leader scraped", lambda: leader_of(plane), 60)
+    standby = [pod for pod in controller_pods(plane) if pod["metadata"]["name"] != leader["metadata"]["name"]]
+
+    def class_figures():
+        metrics = scrape(leader)
+        return metrics if any(k.startswith("cozyrender_gpuclass_free_units") for k in metrics) else None
+
+    figures = wait_for("the leader's class figures", class_figures, 60)
+    [free] = [v for k, v in figures.items() if k.startswith('cozyrender_gpuclass_free_units{gpuclass="a100"')]
+    assert free == status["free"]
+    assert figures["cozyrender_tenant_tree_error"] == 0
+    for pod in standby:
+        metrics = scrape(pod)
+        assert metrics["cozyrender_controller_leader"] == 0
+        assert not [k for k in metrics if k.startswith("cozyrender_gpuclass_")]  # the leader alone exports figures
+
+
+def test_an_entitled_namespace_gets_its_license_copy(plane, api):
+    plane.kubectl("label", "namespace", "tenant-root", f"{LABEL}=true", "--overwrite")
+    for namespace, value in (("tenant-licensed", "true"), ("tenant-unlicensed", "false")):
+        plane.kubectl("create", "namespace", namespace)
+        plane.kubectl("label", "namespace", namespace, f"{LABEL}={value}")
+    token = base64.b64encode(b"node-token").decode()
+    status, body = api.create("/api/v1/namespaces/cozy-system/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "nls-token"}, "data": {"token": token}})
+    assert status == 201, body
+    status, body = api.create(GPUCLASSES, {
+        "apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": "a100-4c"},
+        "spec": {"vendor": "NVIDIA", "model": "A100", "mode": "vgpu", "memory": "40Gi", "profile": "A100-4C",
+                 "sourceKind": "MediatedDevice", "resourceName": "nvidia.com/GRID_A100-4C",
+                 "license": {"secretRef": {"namespace": "cozy-system", "name": "nls-token"}, "featureType": 4}}})
+    assert status == 201, body
+
+    def copied():
+        status, obj = api.get("/api/v1/namespaces/tenant-licensed/secrets/vgpu-license-a100-4c")
+        return obj if status == 200 else None
+
+    copy = wait_for("the license copy in tenant-licensed", copied, 120)
+    assert copy["data"]["token"] == token
+    assert copy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "cozyrender-license-copier"
+    status, _ = api.get("/api/v1/namespaces/tenant-unlicensed/secrets/vgpu-license-a100-4c")
+    assert status == 404
+
+
+def test_with_the_api_server_unreachable_the_controller_pods_are_not_ready(plane, api):
+    node = plane.node
+    forward = ["node-apiserver-forward", [
+        sys.executable, str(ROOT / "tools" / "controlplane" / "balancer.py"),
+        "--listen", f"{node.gateway}:{node.apiserver_port}", "--backend", f"127.0.0.1:{plane.ports['apiserver']}"]]
+    wait_for("both controller pods Ready", lambda: all(map(ready, controller_pods(plane))))
+    cut = time.monotonic()
+    plane.stop_process("node-apiserver-forward")
+    try:
+        wait_for("every controller pod not Ready", lambda: controller_pods(plane) and not any(
+            map(ready, controller_pods(plane))), 180)
+        took = time.monotonic() - cut
+        print(f"\ncontroller pods not Ready {took:.0f} s after the API server became unreachable "
+              "(--ready-contact 30 s, readiness period 5 s)")
+        assert took >= 30  # not before the stated bound
+    finally:
+        plane._spawn(*forward)
+    wait_for("the controller pods Ready again", lambda: len(controller_pods(plane)) == 2
+             and all(map(ready, controller_pods(plane))), 240)
