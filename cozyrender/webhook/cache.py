@@ -18,8 +18,11 @@ Rules:
 - an object the rules cannot read is kept out of the index and listed in
   `unreadable` (decisions are refused while there are any: fail closed);
 - watch lag is measured (the object's last write in managedFields to the
-  event here), and each apps object's uid and generation are remembered so
-  the ledger knows which reservations the watch has caught up with;
+  event here), and each checked object's uid and generation are remembered
+  so the ledger knows which reservations the watch has caught up with; the
+  time each kind's last list started is kept (`known_since`): an entry
+  decided before it whose object the view does not show was never stored
+  or was deleted (a replica started after the write, issue 34);
 - memory (issue 26): only what the rules read is kept. A pod is kept as
   its name and its reading (`LiveIndex(compact_pods=True)`,
   `budgets.usage.compact_pod`: one shared reading per pod shape); other
@@ -56,6 +59,7 @@ from cozyrender.kube.client import WATCHED, Watched, list_scope
 from cozyrender.kube.shape import ShapeError
 from cozyrender.kube.watch import GONE, MISSING, READ_MARGIN, SERVER_TIMEOUT, Failure, Reflector, Selection
 
+from .admission import CHECKED_KINDS
 from .metrics import Metrics
 
 log = logging.getLogger("cozyrender.webhook.cache")
@@ -194,6 +198,8 @@ class Cache:
         self.unreadable: dict[tuple, str] = {}
         self._seen: dict[str, tuple[int, float]] = {}  # uid -> (generation, when first seen at it)
         self._deleted: dict[str, float] = {}  # uid -> when deleted
+        self._list_started: dict[str, float] = {}  # kind -> when its list in progress started (epoch s)
+        self._known_since: dict[str, float] = {}  # kind -> when the list the index holds started (epoch s)
         self._stop = threading.Event()
         self._reflectors: list[Reflector] = []
 
@@ -247,6 +253,12 @@ class Cache:
         known = self._seen.get(uid)
         return known is not None and known[0] >= generation
 
+    def known_since(self, kind: str) -> float | None:
+        """When the list this replica's view of `kind` comes from started
+        (epoch seconds): every write stored before then is in the view, or
+        was deleted before it (None: never listed)."""
+        return self._known_since.get(kind)
+
     def seen_at(self, uid: str) -> float | None:
         known = self._seen.get(uid)
         return known[1] if known else None
@@ -284,7 +296,7 @@ class Cache:
 
     def _saw(self, watched: Watched, meta: dict) -> None:
         uid = meta.get("uid")
-        if isinstance(uid, str) and watched.group == "apps.cozystack.io":
+        if isinstance(uid, str) and watched.kind in CHECKED_KINDS:  # the kinds the ledger holds entries of
             generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
             known = self._seen.get(uid)
             if known is None or known[0] < generation:
@@ -405,6 +417,8 @@ class Cache:
     # ----------------------------------------------------------------- the loop's hooks
 
     def _listed(self, watched: Watched) -> None:
+        if watched.kind in self._list_started:
+            self._known_since[watched.kind] = self._list_started[watched.kind]
         self._synced[watched.kind] = True
         self._problem.pop(watched.kind, None)
         self._failing_since.pop(watched.kind, None)
@@ -448,6 +462,8 @@ class _KindSink:
         self.cache, self.watched = cache, watched
 
     def replace(self, listed: Iterable[dict]) -> None:
+        # The list's request is sent at its first read, after this moment: a lower bound of its reading.
+        self.cache._list_started[self.watched.kind] = time.time()
         self.cache.replace_all(self.watched, _kept(self.watched, listed))
 
     def apply(self, event: str, obj: dict) -> None:

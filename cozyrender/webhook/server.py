@@ -49,6 +49,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import admission
+from .deadline import TIMEOUT, Deadline, within
 from .metrics import Metrics
 
 log = logging.getLogger("cozyrender.webhook.server")
@@ -67,8 +68,10 @@ class WebhookServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | ReloadingTLS | None, routes: dict[str, Route],
-                 ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "") -> None:
+                 ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "",
+                 timeout: float = TIMEOUT) -> None:
         self.tls = tls
+        self.timeout = timeout  # the webhook configuration's timeoutSeconds: each request's deadline
         # A client certificate is required for the routes when the context verifies them.
         self.authenticate = tls is not None and tls.verify_mode != ssl.CERT_NONE
         self.routes = dict(routes)
@@ -270,10 +273,12 @@ class _Handler(BaseHTTPRequestHandler):
                 413)
             return
         started = time.perf_counter()
+        limit = Deadline.after(self.server.timeout)  # the API server's clock started a little earlier: the margin
         self.server.track(1)
         try:
             data = self.rfile.read(int(length))
-            review = self._review(route, data)
+            with within(limit):
+                review = self._review(route, data)
             kind = review.pop("_kind", "other")
             self.server.metrics.latency.labels(kind).observe(time.perf_counter() - started)
             self._reply(review, kind)
@@ -310,9 +315,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def serve(address: tuple[str, int], tls: ssl.SSLContext | ReloadingTLS | None, routes: dict[str, Route],
           ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "",
-          ) -> WebhookServer:
-    """A server bound to `address` (port 0: any free port), not yet serving."""
-    return WebhookServer(address, tls, routes, ready, metrics, not_ready_reason)
+          timeout: float = TIMEOUT) -> WebhookServer:
+    """A server bound to `address` (port 0: any free port), not yet serving;
+    each request is decided within `timeout` (the configuration's
+    timeoutSeconds) less a margin (cozyrender.webhook.deadline)."""
+    return WebhookServer(address, tls, routes, ready, metrics, not_ready_reason, timeout)
 
 
 __all__ = ["MAX_BODY", "MAX_DEPTH", "ReloadingTLS", "Route", "WebhookServer", "serve", "tls_context"]
