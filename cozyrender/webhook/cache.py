@@ -9,8 +9,15 @@ Rules:
 - a watch resumes from the last resourceVersion it saw; 410 Gone (the
   version was compacted away) relists the kind and replaces its objects by
   difference, so the index changes only where the cluster did;
-- watches carry a server timeout (`timeoutSeconds`) and a client read
-  timeout a little longer, so a watch that went silent is noticed; a watch
+- watches carry a server timeout (`timeoutSeconds`, WATCH_TIMEOUT) and a
+  client read timeout a little longer, so a watch that went silent is
+  noticed; a bookmark, or the API server closing the watch at its timeout
+  (the watch resumes from the last version seen and receives at once what
+  the API server holds after it), is a proof of progress
+  (`kube.watch.Reflector(bookmarks=True)`). A kind without one for more
+  than LAG_BOUND seconds (two watch rounds missed) counts as lagging: not ready, and decisions are refused saying so until
+  it shows progress; the time since each kind's last proof is exported
+  (`cozyrender_webhook_watch_progress_age_seconds`). A watch
   that fails (silent, cut, refused) relists its kind, and while a kind's
   watches and relists keep failing for more than 30 s the cache counts as
   stale: not ready, and decisions are refused until a list succeeds;
@@ -67,6 +74,8 @@ log = logging.getLogger("cozyrender.webhook.cache")
 NOT_SERVED = "not served by the API server"
 NOT_SERVED_RETRY = 30.0  # seconds before a kind not served is asked again
 STALE_AFTER = 30.0  # seconds of failing watches and relists before the cache counts as stale (not ready)
+WATCH_TIMEOUT = 20  # seconds a watch stays open (then resumed): the API server bookmarks it 2 s before
+LAG_BOUND = 45.0  # seconds without a proof of progress (a bookmark) before the cache counts as lagging
 SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
 # What any rule reads of an object's metadata (identity, the ledger's uid,
 # generation and resourceVersion, a GPUClass's creation time); a Namespace's
@@ -175,9 +184,10 @@ class Cache:
     """List+watch of WATCHED into `index`, under `lock`."""
 
     def __init__(self, make_client: Callable[[], object], index: LiveIndex, lock: threading.Lock,
-                 metrics: Metrics, server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN,
+                 metrics: Metrics, server_timeout: int = WATCH_TIMEOUT, read_margin: int = READ_MARGIN,
                  watched: tuple[Watched, ...] = WATCHED, stale_after: float = STALE_AFTER,
-                 not_served_retry: float = NOT_SERVED_RETRY) -> None:
+                 not_served_retry: float = NOT_SERVED_RETRY, lag_bound: float = LAG_BOUND,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.make_client = make_client
         index.use_compact_pods()
         self.index = index
@@ -188,6 +198,8 @@ class Cache:
         self.watched = watched
         self.stale_after = stale_after
         self.not_served_retry = not_served_retry
+        self.lag_bound, self.clock = lag_bound, clock
+        self._progress: dict[str, float] = {}  # kind -> when its watch last proved progress (a bookmark)
         self._failing_since: dict[str, float] = {}  # kind -> when its watch started failing
         self._counts: dict[str, int] = {w.kind: 0 for w in watched}  # objects of each kind in the index
         # Kind -> its first list, until every kind has listed (then one index of them all).
@@ -217,7 +229,9 @@ class Cache:
                 self.make_client, watched, _KindSink(self, watched), selection(watched), self.server_timeout,
                 self.read_margin, on_listed=partial(self._listed, watched), on_failure=partial(self._failed, watched),
                 before_watch=partial(self._await_first_index, watched),
-                version=(versions or {}).get(watched.kind, "")).start())
+                version=(versions or {}).get(watched.kind, ""), bookmarks=True,
+                on_progress=partial(self.progressed, watched.kind)).start())
+            self.metrics.watch_progress_age.labels(watched.kind).set_function(partial(self._age, watched.kind))
 
     def stop(self) -> None:
         self._stop.set()
@@ -225,15 +239,38 @@ class Cache:
             reflector.stop()
 
     def ready(self) -> bool:
-        """Every first list synced, and no kind whose watch has been failing
-        (and relisting failing) for more than `stale_after` seconds."""
-        return all(self._synced.values()) and not self._stale()
+        """Every first list synced, no kind whose watch has been failing
+        (and relisting failing) for more than `stale_after` seconds, and no
+        kind lagging (`lagging`)."""
+        return all(self._synced.values()) and not self._stale() and not self.lagging()
+
+    def progressed(self, kind: str) -> None:
+        """A proof of progress of `kind`'s watch (a bookmark, a clean close)."""
+        self._progress[kind] = self.clock()
+
+    def _age(self, kind: str) -> float:
+        since = self._progress.get(kind)
+        return self.clock() - since if since is not None else 0.0
+
+    def lagging(self) -> dict[str, float]:
+        """The kinds whose watch has proved no progress for more than
+        `lag_bound` seconds, with how long: the view may be that far behind
+        (the API server's own watch cache's lag behind etcd not included).
+        A kind is measured from its first proof on (a client that gives
+        none, such as a test's, leaves it unmeasured)."""
+        ages = {kind: self._age(kind) for kind in self._progress}
+        return {kind: age for kind, age in ages.items() if age > self.lag_bound}
 
     def _stale(self) -> list[str]:
         now = time.monotonic()
         return [kind for kind, since in self._failing_since.items() if now - since > self.stale_after]
 
     def not_ready_reason(self) -> str:
+        lagging = self.lagging()
+        if lagging:
+            return "the watch of " + ", ".join(f"{kind} has shown no progress for {age:.0f} s"
+                                               for kind, age in sorted(lagging.items())) + \
+                f" (more than the {self.lag_bound:g} s bound: the view may be that far behind the cluster)"
         waiting = [kind for kind, synced in self._synced.items() if not synced]
         stale = self._stale()
         if stale and not waiting:
@@ -419,6 +456,8 @@ class Cache:
     def _listed(self, watched: Watched) -> None:
         if watched.kind in self._list_started:
             self._known_since[watched.kind] = self._list_started[watched.kind]
+        if watched.kind in self._progress:
+            self._progress[watched.kind] = self.clock()  # a list is current as of its end
         self._synced[watched.kind] = True
         self._problem.pop(watched.kind, None)
         self._failing_since.pop(watched.kind, None)
