@@ -298,19 +298,19 @@ def _declares_differently(versions: list[dict], stored: Mapping | None) -> bool:
     return len(set(keys)) > 1
 
 
-def _bears_on(state, tenant: Mapping, anchor: str, pools: set[str], held: set[str]) -> bool:
+def _bears_on(state, tenant: Mapping, anchor: str, pools: set[str], held: Callable[[], Iterable[str]]) -> bool:
     """Whether which keys a pending Tenant declares can change the decision
     of a write at `anchor` (whose chain of pool roots is `pools`): the write
-    is in its subtree, or its subtree holds something (`held`: namespaces
-    with reservations, tenants or usage) counted in a pool the write is
-    charged to."""
+    is in its subtree, or its subtree holds something (`held()`: namespaces
+    with reservations, tenants or usage, walked only when the pools meet)
+    counted in a pool the write is charged to."""
     owned = _owned_namespace(tenant)
     if owned is None:
         return False
     if is_within(anchor, owned):
         return True
     parent = parent_namespace(owned)
-    return bool(pools.intersection(chain(state, parent))) and any(is_within(namespace, owned) for namespace in held)
+    return bool(pools.intersection(chain(state, parent))) and any(is_within(namespace, owned) for namespace in held())
 
 
 def _owned_namespace(tenant: Mapping) -> str | None:
@@ -838,9 +838,12 @@ class Arbiter:
         fixed, choices = [], []
         with self.lock:
             state = self.index.state
-            pools = set(chain(state, anchor)) | set(chain(state, parent_namespace(anchor)))
-            held = set(state.reserved) | set(state.declarations) | set(state.usage) | {
-                key[2] for key in pending if key[1] != "Tenant"}
+            pools = set(chain(state, anchor)) | set(chain(state, parent_namespace(anchor))) if pending else set()
+
+            def held() -> Iterable[str]:  # every namespace of the view: walked only when a pending Tenant needs it
+                return itertools.chain(state.reserved, state.declarations, state.usage,
+                                       (key[2] for key in pending if key[1] != "Tenant"))
+
             for versions in pending.values():
                 stored = self.index.get(versions[0])
                 if versions[0]["kind"] == "Tenant" and _declares_differently(versions, stored) \
