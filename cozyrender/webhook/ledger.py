@@ -455,19 +455,12 @@ class ConfigMapShards:
         return f"{self.prefix}-{shard}"
 
     def _call(self, method: str, timeout: float | None, **request):
-        """One request through lightkube's client, bounded by `timeout` s
-        (its Client fixes one timeout for every call)."""
-        import httpx2
+        from cozyrender.kube.bounded import Overdue, call
 
-        inner = self.client._client
-        prepared = inner.prepare_request(method, **request)
-        if timeout is not None:
-            prepared.timeout = httpx2.Timeout(max(timeout, 0.001))
         try:
-            response = inner.send(inner.build_adapter_request(prepared))
-        except httpx2.TimeoutException:
-            raise LedgerError(f"the ledger's API server did not answer in the {timeout or 0:.2g} s left") from None
-        return inner.handle_response(method, response, prepared)
+            return call(self.client, method, timeout, **request)
+        except Overdue as err:
+            raise LedgerError(f"the ledger: {err}") from None
 
     def read(self, shard: str, timeout: float | None = None) -> tuple[list[Entry], object]:
         """The shard's entries and what to write it back with (None: absent)."""
