@@ -4,7 +4,14 @@ metrics.
 Rule: every AdmissionReview gets an AdmissionReview back, and an answer that
 cannot be computed is a refusal saying why (fail closed): a request before
 the cache has synced, a body that is too large, too deep or not JSON, a
-route that raises. Routes are a dict of path -> handler (`/validate` now;
+route that raises.
+
+Stopping refuses nothing (issue 34 item 4): `stop_after(drain)` turns
+`/readyz` to 503 at once (the kubelet's probe and the endpoints stop
+sending new callers here), keeps serving every request, in flight or new,
+for `drain` seconds (an API server whose endpoints lag still reaches a
+replica that answers), then closes the listener; `drain` then waits for the
+requests being answered. Routes are a dict of path -> handler (`/validate` now;
 `/mutate` is added the same way), each taking the parsed body and returning
 the AdmissionReview to send. `/healthz` is 200 while the process serves,
 `/readyz` 503 until `ready()` says the cache has synced, `/metrics` the
@@ -80,7 +87,21 @@ class WebhookServer(ThreadingHTTPServer):
         self.metrics = metrics
         self.inflight = 0
         self._inflight_lock = threading.Lock()
+        self.draining = False  # /readyz 503 while the listener still serves (stop_after)
         super().__init__(address, _Handler)
+
+    def stop_after(self, drain: float) -> threading.Thread:
+        """Unready at once, serving on for `drain` seconds, then shut down (on
+        a thread of its own: callable from a signal handler)."""
+        self.draining = True
+
+        def later() -> None:
+            threading.Event().wait(drain)
+            self.shutdown()
+
+        thread = threading.Thread(target=later, name="webhook-drain", daemon=True)
+        thread.start()
+        return thread
 
     def track(self, delta: int) -> None:
         with self._inflight_lock:
@@ -229,7 +250,10 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._send(200, b"ok\n", "text/plain")
         elif path == "/readyz":
-            if self.server.ready():
+            if self.server.draining:
+                self._send(503, b"not ready: shutting down (still answering while callers move away)\n",
+                           "text/plain")
+            elif self.server.ready():
                 self._send(200, b"ok\n", "text/plain")
             else:
                 reason = self.server.not_ready_reason() or "the cache has not synced"
