@@ -176,6 +176,11 @@ def run() -> None:
     print(f"  peer, check_write of the same writes in process: p50 {c50 * 1e3:.3f} ms, p99 {c99 * 1e3:.3f} ms "
           f"(HTTPS, JSON and the server add {(p50 - c50) * 1e3:.2f} ms at the median)")
     _overlay(arbiter, writes, rng)
+    profile = importlib.util.spec_from_file_location("profile_admission", HERE / "profile_admission.py")
+    module = importlib.util.module_from_spec(profile)
+    profile.loader.exec_module(module)
+    module.profile_decisions(arbiter, [json.dumps(_review(obj, op, old, f"p{i}")).encode()
+                                       for i, (obj, op, old) in enumerate(writes)])
 
 
 def _overlay(arbiter, writes, rng) -> None:

@@ -20,8 +20,8 @@ Rules:
   with the read entries laid over it, and read again until no new shard
   appears. The shards are written in one fixed order (ancestors first, then
   by name), each with compare-and-swap: a 409 means another decision wrote
-  that shard since it was read: re-read, re-check, retry until the deadline
-  (8 s, inside the webhook's timeout), then refuse saying so. Of two writes
+  that shard since it was read: re-read, re-check, retry until the
+  request's deadline, then refuse saying so. Of two writes
   that each fit alone but not together, both charge some pool whose budget
   the pair exceeds; both write that pool's shard, and the second to write it
   read the first's entry: never both admitted. Optimistic writes hold no
@@ -34,10 +34,16 @@ Rules:
   the admission time and expiry (TTL, 60 s by default). An entry is at most
   MAX_ENTRY_BYTES. In a shard, the in-flight entries (not yet seen stored)
   of one tenant subtree (the subtree of the child of the shard's pool root
-  the write's own namespace is in) are capped: MAX_GROUP_ENTRIES entries,
-  MAX_GROUP_BYTES, MAX_GROUP_TENANTS Tenant writes; so no tenant can fill a
-  shard another tenant needs. Refusals never state the shard's size or
-  anyone's entries.
+  the write's own namespace is in) are capped: MAX_GROUP_ENTRIES objects,
+  MAX_GROUP_BYTES, MAX_GROUP_TENANTS Tenant objects; so no tenant can fill a
+  shard another tenant needs. Objects are counted, not attempts: a write
+  replaces its object's earlier entries that carry the same fields the
+  rules read (a retry, whatever its request) or that its UPDATE's old
+  object shows stored or superseded (`replacing`); the versions that may
+  still be stored stay (at most MAX_VERSIONS) and count as the larger of
+  them, so a tenant is never refused for its own earlier attempts and
+  nothing counts less. Refusals never state the shard's size or anyone's
+  entries.
 - Reservations only ever take room. A pending workload counts as the larger
   of itself and what is stored, class by class. A pending Tenant counts as
   the larger of itself and what is stored (key by key) everywhere it is
@@ -58,8 +64,18 @@ Rules:
   to answer (the time from this answer to the write being stored, other
   webhooks included) and a read from the API server shows the object was
   never stored at that uid and generation (AlreadyExists, a later admission
-  plugin refusing, a timeout), at most MAX_RELEASE_LOOKUPS reads per
-  decision; at the latest when it expires.
+  plugin refusing, a timeout; or an object of another uid there that this
+  replica's watch already shows), at most MAX_RELEASE_LOOKUPS reads per
+  decision, the oldest first; or once this replica's cache listed its kind
+  after the write was decided without it (`known_since`: an object created
+  and deleted before a replica started). Never by age alone: an entry that
+  may be stored counts until the watch shows it (its expiry is kept in the
+  entry, and no longer releases it).
+- Every decision is bounded by its request's deadline (`deadline`: the
+  configurations' timeoutSeconds less a margin): the turn, every ledger
+  read and write and every lookup wait at most the time left; past it
+  nothing is written, and a request refused or answered too late has its
+  entries taken out of its shards at once (`_release`, after the answer).
 - Within one replica, writes sharing a shard take turns (by the topmost
   shard of their chain), so 409s come only from other replicas.
 - A write that grows nothing is checked without the ledger, and a dry run
