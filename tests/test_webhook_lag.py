@@ -65,6 +65,7 @@ def test_proofs_of_progress_arrive_from_the_api_server_and_a_paused_one_turns_th
         # A 3 s watch: closed by the API server (a proof of progress) every 3 s.
         cache = Cache(lambda: make_client(str(plane.kubeconfig), timeout=2.0), LiveIndex(), threading.Lock(),
                       metrics, server_timeout=3, read_margin=30, watched=NAMESPACES, lag_bound=4)
+        started = time.time()
         cache.start()
         try:
             deadline = time.monotonic() + 30
@@ -72,6 +73,9 @@ def test_proofs_of_progress_arrive_from_the_api_server_and_a_paused_one_turns_th
                 time.sleep(0.05)
             assert "Namespace" in cache._progress, "no proof of progress arrived"
             assert cache.ready(), cache.not_ready_reason()
+            # The ledger's `known_since`: when the list the view comes from was asked for.
+            assert started <= cache.known_since("Namespace") <= time.time()
+            assert cache.known_since("Tenant") is None  # not watched here: nothing is known of it
             pid = plane.pids["kube-apiserver"]
             os.kill(pid, signal.SIGSTOP)
             try:

@@ -68,7 +68,8 @@ Rules:
   replica's watch already shows), at most MAX_RELEASE_LOOKUPS reads per
   decision, the oldest first; or once this replica's cache listed its kind
   after the write was decided without it (`known_since`: an object created
-  and deleted before a replica started). Never by age alone: an entry that
+  and deleted before a replica started; the replicas' clocks are taken to
+  agree to well within `settle`, as NTP keeps nodes). Never by age alone: an entry that
   may be stored counts until the watch shows it (its expiry is kept in the
   entry, and no longer releases it).
 - Every decision is bounded by its request's deadline (`deadline`: the
