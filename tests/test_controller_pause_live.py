@@ -4,14 +4,22 @@ v1.35.4, as the chart's service account. The leader is paused (SIGSTOP)
 past its lease while a pod is bound: the standby takes the Lease over and
 writes the new figures; the paused one, resumed, writes nothing (the API
 server's own count of GPUClass status PATCHes does not move) and exits
-saying it lost the lease."""
+saying it lost the lease. And a leader whose API server stops answering
+(its connection frozen by a proxy in between): it stops leading before the
+standby takes over, never two leaders at once (each replica's
+`cozyrender_controller_leader`, polled)."""
 
 from __future__ import annotations
 
 import http.client
 import os
 import signal
+import socket
+import threading
 import time
+from urllib.parse import urlsplit
+
+import yaml
 
 import pytest
 
@@ -89,3 +97,102 @@ def _steady(cp) -> float | None:
     first = status_patches(cp)
     time.sleep(1)
     return first if status_patches(cp) == first else None
+
+
+class FreezableProxy:
+    """A TCP proxy to `target` whose traffic can be held (`frozen`): the
+    connections stay open, nothing passes, as with an API server that hangs."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.frozen, self.closed = threading.Event(), threading.Event()
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed.is_set():
+            try:
+                client, _ = self.listener.accept()
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                return
+            self.sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                while self.frozen.is_set() and not self.closed.is_set():
+                    time.sleep(0.02)
+                if self.closed.is_set():
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for each in (source, sink):
+                try:
+                    each.close()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.closed.set()
+        self.listener.close()
+        for each in self.sockets:
+            try:
+                each.close()
+            except OSError:
+                pass
+
+
+def leading(cp, name: str) -> bool:
+    """The replica's `cozyrender_controller_leader` sample (its HELP line mentions 1 too)."""
+    try:
+        text = cp.metrics(name)
+    except OSError:
+        return False  # gone: it exited
+    return any(line.split() == ["cozyrender_controller_leader", "1.0"] or
+               line.split() == ["cozyrender_controller_leader", "1"] for line in text.splitlines())
+
+
+def test_a_leader_whose_api_server_hangs_stops_before_the_standby_takes_over(tmp_path_factory):
+    plane = start_plane(tmp_path_factory)
+    proxy = None
+    try:
+        cp = ControllerPlane(plane)
+        cp.apply_chart()
+        url = urlsplit(plane.server)
+        proxy = FreezableProxy((url.hostname, url.port))
+        through = yaml.safe_load(cp.kubeconfig.read_text())
+        through["clusters"][0]["cluster"]["server"] = f"https://{url.hostname}:{proxy.port}"
+        proxied = plane.dir / "controller-kubeconfig-proxied"
+        proxied.write_text(yaml.safe_dump(through))
+        cp.start("controller-a", "status", "--kubeconfig", str(proxied))  # the last --kubeconfig wins
+        wait_for(lambda: cp.holder() == "controller-a", what="controller-a leading")
+        cp.start("controller-b", "status")
+        wait_for(lambda: "cozyrender_controller_leader 0" in cp.metrics("controller-b"), what="the standby")
+        proxy.frozen.set()
+        frozen = time.monotonic()
+        both = []
+        while time.monotonic() - frozen < 90:
+            a, b = leading(cp, "controller-a"), leading(cp, "controller-b")
+            if a and b:
+                both.append(round(time.monotonic() - frozen, 2))
+            if b and not a:
+                break
+            time.sleep(0.05)
+        took = time.monotonic() - frozen
+        assert leading(cp, "controller-b") and cp.holder() == "controller-b"
+        assert both == [], f"two leaders at once {both} s after the freeze"
+        print(f"\nstandby leading {took:.2f} s after the leader's API server froze (lease 4 s, renew deadline 3 s)")
+    finally:
+        if proxy is not None:
+            proxy.close()
+        plane.stop()
