@@ -316,7 +316,8 @@ class _Handler(BaseHTTPRequestHandler):
             why = "too deeply nested" if isinstance(err, RecursionError) else f"not JSON ({err})"
             return dict(admission.envelope(admission.cannot_decide(None, "", f"the body is {why}")), _kind="other")
         kind, uid = _kind_of(body), _uid_of(body)
-        if _too_deep(body):
+        # Fewer than MAX_DEPTH openers cannot nest a value deeper: counted in C, walked only past that.
+        if data.count(b"{") + data.count(b"[") >= MAX_DEPTH and _too_deep(body):
             return dict(admission.envelope(admission.cannot_decide(
                 None, uid, f"the body is nested more than {MAX_DEPTH} levels deep")), _kind=kind)
         if not self.server.ready():
