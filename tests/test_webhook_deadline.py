@@ -239,3 +239,39 @@ def test_the_server_gives_each_request_its_deadline(tmp_path: Path) -> None:
     [(timeout, remaining)] = seen
     assert timeout == 4 and 0 < remaining <= 4 - deadlines.margin(4)
     assert deadlines.current() is None  # set for the request only
+
+
+def test_a_replica_started_during_a_create_and_delete_loop_admits_the_next_fitting_create() -> None:
+    """Issue 34's rollout: a tenant's automation creates a 1-device VM and
+    deletes the previous one every 0.3 s (budget 4). A replica that started
+    in the middle never saw the last ten seconds' VMs created and deleted;
+    the replica that did stamped their entries as seen when it next wrote
+    the shard, and the new replica's list came after: it counts none of
+    them, and the next create fits."""
+    ticks, store, wall = Ticks(), MemoryShards(), [1000.0]
+    state = classes("a100") + [tenant("acme", quotas={A100: 4})]
+    seen_a: dict[str, float] = {}
+    old = Arbiter(LiveIndex(state), threading.Lock(), Metrics(), ledger=store, monotonic=ticks,
+                  clock=lambda: wall[0], release_in_background=False,
+                  seen=lambda uid, generation: uid in seen_a)
+    previous = None
+    for i in range(40):
+        one = vm("tenant-acme", f"vm-{i}", [{"class": "a100", "count": 1}])
+        one["metadata"].update(uid=f"u{i}", generation=1)
+        assert answer(old, one)["allowed"], i
+        old.index.upsert(one)  # stored; the old replica's watch shows it
+        seen_a[f"u{i}"] = 1
+        if previous is not None:
+            old.index.remove(previous)  # the previous one deleted, and seen deleted
+        previous = one
+        wall[0] += 0.3
+    listed = {"VMInstance": wall[0]}  # a new replica lists now: it holds vm-39 only
+    new = Arbiter(LiveIndex(state + [previous]), threading.Lock(), Metrics(), ledger=store, monotonic=ticks,
+                  clock=lambda: wall[0], known_since=listed.get, release_in_background=False,
+                  seen=lambda uid, generation: uid == "u39")
+    nxt = vm("tenant-acme", "vm-40", [{"class": "a100", "count": 1}])
+    nxt["metadata"].update(uid="u40", generation=1)
+    out = answer(new, nxt)
+    assert out["allowed"], out.get("status")
+    # ... and room is still counted: vm-39 stored, vm-40 pending, so 3 more do not fit.
+    assert not answer(new, vm("tenant-acme", "big", [{"class": "a100", "count": 3}]))["allowed"]

@@ -2,7 +2,8 @@
 ledger entry instead of adding one, the per-subtree cap counts objects, not
 attempts, and a property over interleavings of writes, retries, timeouts,
 writes stored without an answer, deletes, lagging watches on two replicas
-and time passing: a tenant whose write fits is never refused because of its
+(each caught up as by a list, which releases the entries decided or seen
+before it that it does not show) and time passing: a tenant whose write fits is never refused because of its
 own earlier attempts, and the stored objects never over-commit the pool.
 (cozyrender.webhook.ledger through in-memory shards with the ConfigMaps'
 compare-and-swap.)"""
@@ -107,9 +108,11 @@ def test_a_fitting_writer_is_never_locked_out_by_its_own_attempts_and_nothing_ov
     for _ in range(2):
         seen: dict[str, int] = {}
         index = LiveIndex(BASE)
-        replicas.append({"index": index, "seen": seen, "lag": [], "judge": Arbiter(
+        listed: dict[str, float] = {}  # a sync brings the view to the stored state: as a list made then
+        replicas.append({"index": index, "seen": seen, "lag": [], "listed": listed, "judge": Arbiter(
             index, threading.Lock(), Metrics(), ledger=store, clock=clock, lookup=stored.get, settle=10,
-            seen=lambda uid, generation, seen=seen: seen.get(uid, -1) >= generation, release_in_background=False)})
+            seen=lambda uid, generation, seen=seen: seen.get(uid, -1) >= generation, release_in_background=False,
+            known_since=listed.get)})
     uids = itertools.count()
     largest: dict[str, int] = {}  # object -> the most it was ever asked for
     last: tuple | None = None  # the last write: (name, count, create?)
@@ -123,6 +126,7 @@ def test_a_fitting_writer_is_never_locked_out_by_its_own_attempts_and_nothing_ov
                 replica["index"].remove(obj)
                 replica["seen"][obj["metadata"]["uid"]] = 10**9  # seen deleted
         replica["lag"].clear()
+        replica["listed"]["VMInstance"] = clock.now
 
     def publish(event: str, obj: dict) -> None:
         for replica in replicas:

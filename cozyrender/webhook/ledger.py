@@ -67,9 +67,12 @@ Rules:
   plugin refusing, a timeout; or an object of another uid there that this
   replica's watch already shows), at most MAX_RELEASE_LOOKUPS reads per
   decision, the oldest first; or once this replica's cache listed its kind
-  after the write was decided without it (`known_since`: an object created
-  and deleted before a replica started; the replicas' clocks are taken to
-  agree to well within `settle`, as NTP keeps nodes). Never by age alone: an entry that
+  after the write was decided, or after another replica's watch showed it
+  stored or deleted (the entry's `seen_at`, stamped when a replica whose
+  watch shows it next writes the shard), without showing it (`known_since`:
+  an object created and deleted before a replica started, issue 34's
+  restart; the replicas' clocks are taken to agree to well within
+  `settle`, as NTP keeps nodes). Never by age alone: an entry that
   may be stored counts until the watch shows it (its expiry is kept in the
   entry, and no longer releases it).
 - Every decision is bounded by its request's deadline (`deadline`: the
@@ -91,7 +94,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from cozyrender.budgets import check_write
@@ -141,16 +144,20 @@ class Entry:
     admitted: float
     expires: float
     request: str = ""
+    seen_at: float = 0.0  # when a replica's watch first showed it stored (or deleted); 0: not yet
 
     def as_dict(self) -> dict:
-        return {"identity": list(self.identity), "uid": self.uid, "generation": self.generation,
-                "object": self.obj, "admitted": self.admitted, "expires": self.expires, "request": self.request}
+        out = {"identity": list(self.identity), "uid": self.uid, "generation": self.generation,
+               "object": self.obj, "admitted": self.admitted, "expires": self.expires, "request": self.request}
+        if self.seen_at:
+            out["seen"] = self.seen_at
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Entry:
         return cls(tuple(data["identity"]), str(data.get("uid") or ""), int(data.get("generation") or 0),
                    dict(data["object"]), float(data["admitted"]), float(data["expires"]),
-                   str(data.get("request") or ""))
+                   str(data.get("request") or ""), float(data.get("seen") or 0.0))
 
     @property
     def namespace(self) -> str:
@@ -747,7 +754,7 @@ class Arbiter:
                     continue
                 if self._caught_up(entry):
                     if now - entry.admitted <= self.settle:  # other replicas' watches may lag behind
-                        kept[shard].append(entry)
+                        kept[shard].append(entry if entry.seen_at else replace(entry, seen_at=now))
                     continue
                 if self._listed_after(entry):
                     released.add(key)
@@ -765,11 +772,16 @@ class Arbiter:
 
     def _listed_after(self, entry: Entry) -> bool:
         """Whether this replica's cache listed the entry's kind after its
-        write was decided (`settle` after its admission) and does not show
-        it: then it was never stored, or stored and deleted before that list
-        (a replica started after the write: issue 34's restart)."""
+        write was decided (`settle` after its admission), or after another
+        replica's watch showed it stored or deleted (`seen_at`, stamped by
+        that replica's next write of the shard), and does not show it: then
+        it was never stored, or was deleted before that list, or the list
+        holds it as stored (a replica started after the write: issue 34's
+        restart)."""
         since = self.known_since(entry.identity[1]) if entry.uid else None
-        return since is not None and entry.admitted + self.settle <= since
+        if since is None:
+            return False
+        return entry.admitted + self.settle <= since or bool(entry.seen_at and entry.seen_at <= since)
 
     def _never_stored(self, entry: Entry) -> bool:
         """Whether the API server shows the entry's write is not stored and
