@@ -1,7 +1,8 @@
 """The admission webhook at scale: the bench state of bench_budgets (10,000
 tenants, ~312,000 objects) loaded into the webhook's LiveIndex, its HTTPS
 server answering AdmissionReviews sent by a second process over
-keep-alive TLS connections, several at a time.
+keep-alive TLS connections, several at a time, presenting a client
+certificate the webhook's client CA signed (as `make cluster` runs it).
 
 Measures, beside a peer in the same run:
 - admission latency p50/p99 as the client sees it (target p99 <= 10 ms),
@@ -38,6 +39,7 @@ import http.client, json, ssl, sys, threading, time
 port, ca, path, connections = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[4])
 bodies = [line.encode() for line in open(path)]
 context = ssl.create_default_context(cafile=ca)
+context.load_cert_chain(sys.argv[5], sys.argv[6])  # the API server's client certificate
 times = [None] * len(bodies)
 answers = [None] * len(bodies)
 def worker(k):
@@ -73,16 +75,41 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
+def bench_writes(objects: list[dict], budgets, rng: random.Random | None = None) -> list[tuple]:
+    """The bench's AdmissionReviews: 1,200 VM creates in random namespaces,
+    600 VM and pool updates, 200 Tenant updates, shuffled."""
+    rng = rng or random.Random(11)
+    workloads = [o for o in objects if o["kind"] in ("VMInstance", "KubernetesNodes")]
+    tenants = [o for o in objects if o["kind"] == "Tenant"]
+    writes = []
+    for i in range(1200):  # creates of VMs in random namespaces (each grows its pool)
+        namespace = rng.choice(workloads)["metadata"]["namespace"]
+        obj = {"apiVersion": budgets.APPS, "kind": "VMInstance", "metadata": {"name": f"bench{i}", "namespace": namespace},
+               "spec": {"gpus": [{"class": rng.choice(budgets.CLASSES), "count": rng.randint(1, 3)}]}}
+        writes.append((obj, "CREATE", None))
+    for _ in range(600):  # updates of VMs and pools
+        old = rng.choice(workloads)
+        writes.append((dict(old, spec=dict(old["spec"], gpus=[{"class": rng.choice(budgets.CLASSES), "count": 3}])),
+                       "UPDATE", old))
+    for _ in range(200):  # Tenant updates
+        old = rng.choice(tenants)
+        new = dict(old, spec=dict(old["spec"], resourceQuotas={"a100.gpuclass.cozystack.io/devices": 1, "cpu": 1}))
+        writes.append((new, "UPDATE", old))
+    rng.shuffle(writes)
+
+    return writes
+
+
 def run() -> None:
     import importlib.util
 
-    from webhook_certs import make_certs
+    from webhook_certs import make_certs, make_client_ca
 
     from cozyrender.budgets import check_write
     from cozyrender.budgets.live import LiveIndex
     from cozyrender.webhook.ledger import Arbiter
     from cozyrender.webhook.metrics import Metrics
-    from cozyrender.webhook.server import serve, tls_context
+    from cozyrender.webhook.server import ReloadingTLS, serve
 
     spec = importlib.util.spec_from_file_location("bench_budgets", HERE / "bench_budgets.py")
     budgets = importlib.util.module_from_spec(spec)
@@ -106,23 +133,7 @@ def run() -> None:
           f"process, not the webhook's compact cache: bench_webhook_memory measures that)")
 
     rng = random.Random(11)
-    workloads = [o for o in objects if o["kind"] in ("VMInstance", "KubernetesNodes")]
-    tenants = [o for o in objects if o["kind"] == "Tenant"]
-    writes = []
-    for i in range(1200):  # creates of VMs in random namespaces (each grows its pool)
-        namespace = rng.choice(workloads)["metadata"]["namespace"]
-        obj = {"apiVersion": budgets.APPS, "kind": "VMInstance", "metadata": {"name": f"bench{i}", "namespace": namespace},
-               "spec": {"gpus": [{"class": rng.choice(budgets.CLASSES), "count": rng.randint(1, 3)}]}}
-        writes.append((obj, "CREATE", None))
-    for _ in range(600):  # updates of VMs and pools
-        old = rng.choice(workloads)
-        writes.append((dict(old, spec=dict(old["spec"], gpus=[{"class": rng.choice(budgets.CLASSES), "count": 3}])),
-                       "UPDATE", old))
-    for _ in range(200):  # Tenant updates
-        old = rng.choice(tenants)
-        new = dict(old, spec=dict(old["spec"], resourceQuotas={"a100.gpuclass.cozystack.io/devices": 1, "cpu": 1}))
-        writes.append((new, "UPDATE", old))
-    rng.shuffle(writes)
+    writes = bench_writes(objects, budgets, rng)
 
     in_process = []
     expected = []
@@ -134,9 +145,10 @@ def run() -> None:
     metrics = Metrics()
     arbiter = Arbiter(index, threading.Lock(), metrics)
     with tempfile.TemporaryDirectory() as tmp:
-        files = make_certs(Path(tmp))
-        server = serve(("127.0.0.1", 0), tls_context(str(files["cert"]), str(files["key"])), {"/validate": arbiter},
-                       lambda: True, metrics)
+        files, caller = make_certs(Path(tmp)), make_client_ca(Path(tmp), "apiserver")
+        # As `make cluster` runs it: client certificates required (--client-ca), files watched for renewal.
+        tls = ReloadingTLS(str(files["cert"]), str(files["key"]), str(caller["ca"]))
+        server = serve(("127.0.0.1", 0), tls, {"/validate": arbiter}, lambda: True, metrics)
         thread = server.serve_in_thread()
         bodies = Path(tmp) / "bodies.jsonl"
         with bodies.open("w") as handle:
@@ -144,7 +156,8 @@ def run() -> None:
                 handle.write(json.dumps(_review(obj, operation, old, f"b{i}")) + "\n")
         # Warm-up: a few requests so the first connections' handshakes are not counted as admission time.
         proc = subprocess.run([sys.executable, "-c", CLIENT, str(server.port), str(files["ca"]), str(bodies),
-                               str(CONNECTIONS)], capture_output=True, text=True, timeout=600)
+                               str(CONNECTIONS), str(caller["cert"]), str(caller["key"])],
+                              capture_output=True, text=True, timeout=600)
         server.shutdown()
         server.server_close()
         thread.join(5)
@@ -156,13 +169,18 @@ def run() -> None:
     agree = sum(1 for got, want in zip(answers, expected) if got == want)
     p50, p99 = statistics.median(times), _percentile(times, 0.99)
     c50, c99 = statistics.median(in_process), _percentile(in_process, 0.99)
-    print(f"admission over HTTPS ({len(writes):,} AdmissionReviews: VM creates, VM/pool and Tenant updates; "
-          f"{CONNECTIONS} keep-alive TLS connections from a second process): p50 {p50 * 1e3:.2f} ms, "
+    print(f"admission over HTTPS with client authentication ({len(writes):,} AdmissionReviews: VM creates, VM/pool "
+          f"and Tenant updates; {CONNECTIONS} keep-alive TLS connections from a second process): p50 {p50 * 1e3:.2f} ms, "
           f"p99 {p99 * 1e3:.2f} ms, max {max(times) * 1e3:.2f} ms (target p99 <= 10 ms); "
           f"{agree:,}/{len(writes):,} answers equal check_write's")
     print(f"  peer, check_write of the same writes in process: p50 {c50 * 1e3:.3f} ms, p99 {c99 * 1e3:.3f} ms "
           f"(HTTPS, JSON and the server add {(p50 - c50) * 1e3:.2f} ms at the median)")
     _overlay(arbiter, writes, rng)
+    profile = importlib.util.spec_from_file_location("profile_admission", HERE / "profile_admission.py")
+    module = importlib.util.module_from_spec(profile)
+    profile.loader.exec_module(module)
+    module.profile_decisions(arbiter, [json.dumps(_review(obj, op, old, f"p{i}")).encode()
+                                       for i, (obj, op, old) in enumerate(writes)])
 
 
 def _overlay(arbiter, writes, rng) -> None:

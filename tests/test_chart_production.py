@@ -97,9 +97,12 @@ def test_each_deployment_sleeps_in_prestop_within_its_grace_period(helm4: Path) 
         sleep = pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"]
         assert sleep >= 1 and pod["terminationGracePeriodSeconds"] > sleep, name
     webhook = found["cozyrender-webhook"]["spec"]["template"]["spec"]
-    # the sleep, then the in-flight requests' drain (each at most the API server's timeout)
+    # the sleep, the drain, then the requests in flight (each at most the API server's timeout)
+    args = webhook["containers"][0]["args"]
+    assert f"--timeout-seconds={timeout}" in args
+    drain = int(next(a for a in args if a.startswith("--drain-seconds=")).split("=")[1])
     assert webhook["terminationGracePeriodSeconds"] >= webhook["containers"][0]["lifecycle"]["preStop"]["sleep"][
-        "seconds"] + timeout
+        "seconds"] + drain + timeout
     custom = deployments(render(helm4, "--set", "preStopSleepSeconds=15", "--set", "terminationGracePeriodSeconds=45",
                                 "--set", "controller.preStopSleepSeconds=3",
                                 "--set", "controller.terminationGracePeriodSeconds=20"))

@@ -361,14 +361,21 @@ def test_a_reservation_known_never_stored_is_released_after_settle() -> None:
 def test_a_reservation_stored_but_unseen_is_kept_after_settle() -> None:
     clock = Clock()
     stored: dict = {}
-    judge = ledgered(STATE, clock=clock, settle=5, lookup=stored.get)
+    seen: dict[str, int] = {}
+    judge = ledgered(STATE, clock=clock, settle=5, lookup=stored.get,
+                     seen=lambda uid, generation: seen.get(uid, -1) >= generation)
     write = vm("tenant-acme", "v2", [{"class": "a100", "count": 2}])
     write["metadata"].update(uid="u2", generation=1)
     assert allowed(judge, write)
     stored[identity(write)] = write  # stored; this replica's watch lags
     clock.now += 6
     assert not allowed(judge, vm("tenant-acme", "v3", [{"class": "a100", "count": 1}]))
-    clock.now += 60  # the TTL
+    clock.now += 60  # past the TTL: age alone never releases what may be stored (issue 34 item 5)
+    assert not allowed(judge, vm("tenant-acme", "v3", [{"class": "a100", "count": 1}]))
+    seen["u2"] = 1  # the watch shows it: now it counts as stored, and once only
+    judge.index.upsert(write)
+    assert not allowed(judge, vm("tenant-acme", "v3", [{"class": "a100", "count": 1}]))
+    judge.index.remove(write)  # deleted
     assert allowed(judge, vm("tenant-acme", "v3", [{"class": "a100", "count": 1}]))
 
 

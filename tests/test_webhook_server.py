@@ -151,6 +151,19 @@ def test_bad_bodies_are_refused_saying_why(running: Running, data: bytes, why: s
     assert why in body["response"]["status"]["message"]
 
 
+@pytest.mark.parametrize("levels,refused", [(98, False), (99, False), (100, True), (101, True)])
+def test_the_depth_bound_holds_at_its_edge(running: Running, levels: int, refused: bool) -> None:
+    """The nesting check is walked only for a body with MAX_DEPTH openers or more (fewer cannot nest
+    deeper): at the edge it answers as the walk does (the write itself is unchecked: an unknown kind)."""
+    body = review(vm("tenant-acme", "v", []), uid="deep")
+    body["request"]["kind"]["kind"] = "Unchecked"
+    text = json.dumps(body)
+    data = (text[:-1] + ', "deep": ' + "[" * (levels - 1) + "1" + "]" * (levels - 1) + "}").encode()
+    status, answer = running.post(data)
+    assert status == 200
+    assert ("nested more than" in (answer["response"].get("status") or {}).get("message", "")) is refused
+
+
 def test_a_route_that_raises_is_a_refusal(tmp_path: Path) -> None:
     def broken(body):
         raise RuntimeError("the ledger is unreachable")

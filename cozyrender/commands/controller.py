@@ -95,10 +95,18 @@ def command(kubeconfig: str | None, context: str | None, namespace: str, lease_n
 
     identity = identity or os.environ.get("POD_NAME") or f"{socket.gethostname()}_{os.getpid()}"
     override = None if platform_vgpu is None else platform_vgpu == "true"
-    factories, metrics = registry(client, chosen, override)
+    from cozyrender.controllers.lease import Fenced
+
+    holds = {"now": lambda: False}  # the elector's, once it exists
+
+    def fenced():  # the controllers write only while this replica holds the Lease in time (issue 34 item 6)
+        return Fenced(client(), lambda: holds["now"]())
+
+    factories, metrics = registry(fenced, chosen, override)
     manager = Manager(client, {"namespace": namespace, "name": lease_name, "identity": identity,
                                "lease_duration": lease_duration, "renew_deadline": renew_deadline,
                                "retry_period": retry_period}, factories, ready_contact=ready_contact)
+    holds["now"] = manager.elector.holds
     try:
         server = serve_http(address, manager, lambda: metrics.text(manager))
     except OSError as err:

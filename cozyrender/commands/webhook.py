@@ -3,11 +3,14 @@ webhook, race-safe across replicas.
 
     cozyrender webhook --listen 127.0.0.1:8443 --tls-cert FILE --tls-key FILE \\
         [--client-ca FILE] [--kubeconfig FILE] [--context NAME] [--namespace cozyrender-system] \\
-        [--ledger PREFIX] [--reservation-ttl SECONDS] [--platform-vgpu true|false] \\
+        [--ledger PREFIX] [--reservation-ttl SECONDS] [--timeout-seconds SECONDS] [--drain-seconds SECONDS] \\
+        [--platform-vgpu true|false] \\
         [--flux-injection] [--register CONFIGMAP --register-owner CLUSTERROLE]
 
-Serves until SIGTERM or SIGINT, then stops gracefully (the requests in
-flight are answered). A thin shell over `cozyrender.webhook`.
+Serves until SIGTERM or SIGINT, then stops refusing nothing: `/readyz`
+turns 503 at once, every request (in flight or new) is answered for
+--drain-seconds more, then the listener closes and the requests being
+answered get their answer. A thin shell over `cozyrender.webhook`.
 """
 
 from __future__ import annotations
@@ -71,7 +74,15 @@ def _address(listen: str) -> tuple[str, int]:
 @click.option("--ledger", default="cozyrender-ledger", show_default=True, metavar="PREFIX",
               help="The reservation ledger: one ConfigMap PREFIX-<pool root namespace> per pool root.")
 @click.option("--reservation-ttl", type=Seconds(1, 3600), default=60, show_default=True, metavar="SECONDS",
-              help="How long a reservation holds when no watch sees its object (1 to 3600).")
+              help="The expiry written in each reservation (1 to 3600). A reservation is released only once "
+                   "the watch shows its object stored or the API server shows it never stored, never by age alone.")
+@click.option("--timeout-seconds", type=Seconds(1, 30), default=10, show_default=True, metavar="SECONDS",
+              help="The webhook configurations' timeoutSeconds (1 to 30): every decision is answered before it, "
+                   "with a margin, or refused saying why; nothing is reserved for a request past it.")
+@click.option("--drain-seconds", type=Seconds(0, 120), default=5, show_default=True, metavar="SECONDS",
+              help="After SIGTERM: not ready at once, answering every request for this long (callers move away "
+                   "meanwhile), then stop (0 to 120; the pod's terminationGracePeriodSeconds must cover its "
+                   "preStop sleep, this and --timeout-seconds).")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
               help="The platform's gpu.vgpu, overriding what the cluster says.")
 @click.option("--flux-injection", is_flag=True,
@@ -84,7 +95,8 @@ def _address(listen: str) -> tuple[str, int]:
               help="The cluster-scoped object that owns what --register registers (the chart's "
                    "`<release>-read` ClusterRole): deleting it (uninstalling) deletes them.")
 def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kubeconfig: str | None, context: str | None, namespace: str,
-            ledger: str, reservation_ttl: float, platform_vgpu: str | None, flux_injection: bool,
+            ledger: str, reservation_ttl: float, timeout_seconds: float, drain_seconds: float,
+            platform_vgpu: str | None, flux_injection: bool,
             register: str | None, register_owner: str | None) -> None:
     """Serve the GPU budget rules as a validating admission webhook."""
     import ssl
@@ -135,7 +147,8 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     store = ConfigMapShards(ledger_client, namespace, ledger)
     arbiter = Arbiter(index, lock, metrics, store, seen=cache.seen, unreadable=lambda: cache.unreadable,
                       ttl=reservation_ttl, platform_vgpu=None if platform_vgpu is None else platform_vgpu == "true",
-                      lookup=lambda identity: stored_object(ledger_client, identity))
+                      lookup=lambda identity: stored_object(ledger_client, identity), timeout=timeout_seconds,
+                      known_since=cache.known_since)
     ledger_state = {"ok": False, "why": "the ledger has not been read yet"}
     stopping = threading.Event()
 
@@ -175,7 +188,7 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
 
         routes["/mutate"] = mutate_route
     try:
-        server = serve(address, tls, routes, ready, metrics, not_ready_reason)
+        server = serve(address, tls, routes, ready, metrics, not_ready_reason, timeout=timeout_seconds)
     except OSError as err:
         fail(f"cannot listen on {listen}: {describe(err)}")
     cache.start()
@@ -201,8 +214,10 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     threading.Thread(target=check_ledger, name="ledger-check", daemon=True).start()
 
     def stop(signum, frame) -> None:
-        stopping.set()
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        if server.draining:
+            return
+        click.echo(f"cozyrender webhook: stopping: not ready, answering for {drain_seconds:g} s more", err=True)
+        server.stop_after(drain_seconds)  # the registration, the ledger check and the Flux loop run on meanwhile
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -217,7 +232,7 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
         stopping.set()
         for hook in stopping_hooks:
             hook.set()
-        server.drain()  # requests being answered get their answer
+        server.drain(timeout_seconds)  # requests being answered get their answer
         cache.stop()
         server.server_close()
 

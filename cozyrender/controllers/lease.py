@@ -12,6 +12,18 @@ Rules (client-go's, with its default timings):
   `renew_deadline` it stops leading (`on_stopped` is called; the
   `cozyrender controller` command then exits, so a Deployment restarts it
   as a candidate, as controller-runtime does);
+- one leader at a time (issue 34 item 6): every attempt is bounded by the
+  renew deadline (each GET, PUT or POST gets the time left until the
+  last renewal's start plus `renew_deadline`, so an API server that hangs
+  cannot keep an attempt going past it), and a renewal counts from the
+  moment its attempt started (the record written can be no older). `holds()`
+  is true only while that moment is less than `renew_deadline` ago: the
+  others take over no earlier than `lease_duration` after they saw the
+  record change, which is later still, so a leader stops acting (`Fenced`
+  refuses its controllers' writes) before its lease can expire, even when
+  the whole process was paused (SIGSTOP, a frozen VM) and resumes with
+  stale threads. Left open, as in client-go: a pause between the check
+  and the request leaving (no fencing token exists in the API);
 - on a graceful stop the leader releases the Lease (holder emptied, a
   1-second duration), so a standby takes over within `retry_period`.
 
@@ -60,35 +72,57 @@ class LeaderElector:
         self.holder = ""
         self._observed: dict | None = None  # the last spec seen
         self._observed_at = 0.0  # monotonic time it was seen to change
+        self._renewed_at: float | None = None  # monotonic start of the last attempt that renewed
         self._stop = threading.Event()
 
     # ---------------------------------------------------------------- the record
 
-    def _get(self) -> dict | None:
+    def _time_left(self, until: float | None) -> float | None:
+        if until is None:
+            return None
+        left = until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError(f"the renew deadline ({self.renew_deadline:g} s) passed during the attempt")
+        return left
+
+    def _get(self, until: float | None = None) -> dict | None:
         from lightkube.core.exceptions import ApiError
 
+        from cozyrender.kube.bounded import call
+
         try:
-            return dict(self.client.get(resource(LEASE), self.name, namespace=self.namespace))
+            return dict(call(self.client, "get", self._time_left(until), res=resource(LEASE), name=self.name,
+                             namespace=self.namespace))
         except ApiError as err:
             if err.status.code == 404:
                 return None
             raise
+
+    def holds(self) -> bool:
+        """Whether this candidate may act as the leader now: leading, and its
+        last renewal started less than `renew_deadline` ago (by the local
+        monotonic clock, which runs on while the process is paused)."""
+        renewed = self._renewed_at
+        return self.leading.is_set() and renewed is not None and time.monotonic() - renewed < self.renew_deadline
 
     def _spec(self, transitions: int, acquire: str | None) -> dict:
         now = micro_time()
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.lease_duration)),
                 "acquireTime": acquire or now, "renewTime": now, "leaseTransitions": transitions}
 
-    def try_acquire_or_renew(self) -> bool:
-        """One attempt; True while this candidate holds the Lease."""
+    def try_acquire_or_renew(self, until: float | None = None) -> bool:
+        """One attempt, each request of it bounded by monotonic time `until`
+        (TimeoutError past it); True while this candidate holds the Lease."""
         from lightkube.core.exceptions import ApiError
 
-        lease = self._get()
+        from cozyrender.kube.bounded import call
+
+        lease = self._get(until)
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace}, "spec": self._spec(0, None)}
             try:
-                self.client.create(resource(LEASE)(body), namespace=self.namespace)
+                call(self.client, "post", self._time_left(until), obj=resource(LEASE)(body), namespace=self.namespace)
             except ApiError as err:
                 if err.status.code == 409:
                     return False
@@ -106,7 +140,7 @@ class LeaderElector:
         new_spec = self._spec(transitions, spec.get("acquireTime") if mine else None)
         lease["spec"] = new_spec
         try:
-            self.client.replace(resource(LEASE)(lease), namespace=self.namespace)
+            call(self.client, "put", self._time_left(until), obj=resource(LEASE)(lease), namespace=self.namespace)
         except ApiError as err:
             if err.status.code == 409:  # someone else wrote first: read again next round
                 return False
@@ -123,6 +157,15 @@ class LeaderElector:
                 self.holder = holder
                 if self.on_new_leader:
                     self.on_new_leader(holder)
+
+    def keeps_leading(self) -> bool:
+        """One round of the leader: renew, unless its last renewal is already
+        past the renew deadline (it was paused: no attempt can renew in
+        time, and none is made, so it writes nothing); False once it must
+        stop leading."""
+        if not self.holds():
+            return False
+        return self._attempt() or self.holds()
 
     def release(self) -> None:
         """Give the Lease up (graceful stop): a standby takes it at its next try."""
@@ -144,11 +187,20 @@ class LeaderElector:
     # ---------------------------------------------------------------- the loop
 
     def _attempt(self) -> bool:
+        """One attempt, bounded: a leader's by its renew deadline, a
+        candidate's by `renew_deadline` from now. A success records when the
+        attempt started (the renewal's time for `holds`)."""
+        started = time.monotonic()
+        renewed = self._renewed_at if self.leading.is_set() else None
+        until = (renewed if renewed is not None else started) + self.renew_deadline
         try:
-            return self.try_acquire_or_renew()
+            won = self.try_acquire_or_renew(until)
         except Exception as err:  # noqa: BLE001 - an unreachable API server is a failed attempt
             log.warning("lease %s/%s: %s", self.namespace, self.name, err)
             return False
+        if won:
+            self._renewed_at = started
+        return won
 
     def run(self) -> None:
         """Campaign until elected, then renew until the renew deadline passes
@@ -163,11 +215,8 @@ class LeaderElector:
         log.info("%s became the leader of %s/%s", self.identity, self.namespace, self.name)
         if self.on_started:
             self.on_started()
-        last_renewal = time.monotonic()
         while not self._stop.wait(self.retry_period):
-            if self._attempt():
-                last_renewal = time.monotonic()
-            elif time.monotonic() - last_renewal > self.renew_deadline:
+            if not self.keeps_leading():
                 log.error("%s lost the lease %s/%s", self.identity, self.namespace, self.name)
                 break
         self.leading.clear()
@@ -183,3 +232,30 @@ class LeaderElector:
         thread = threading.Thread(target=self.run, name="leader-election", daemon=True)
         thread.start()
         return thread
+
+
+class NotLeader(Exception):
+    """A write refused because this replica may no longer act as the leader."""
+
+
+WRITES = ("create", "replace", "patch", "delete", "deletecollection", "apply")
+
+
+class Fenced:
+    """A lightkube client whose writes (WRITES) first check `holds()` (the
+    elector's) and raise NotLeader when it is false; reads pass through."""
+
+    def __init__(self, client, holds: Callable[[], bool]) -> None:
+        self._inner, self._holds = client, holds
+
+    def __getattr__(self, name: str):
+        attribute = getattr(self._inner, name)
+        if name not in WRITES:
+            return attribute
+
+        def fenced(*args, **kwargs):
+            if not self._holds():
+                raise NotLeader(f"not writing ({name}): this replica no longer holds the lease in time")
+            return attribute(*args, **kwargs)
+
+        return fenced

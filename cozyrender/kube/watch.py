@@ -11,7 +11,13 @@ Rules:
   stayed up for 30 s starts it afresh). Only a list proves the sink current
   again, so every failure relists;
 - a watch carries a server timeout and a client read timeout a little
-  longer, so a watch that went silent is noticed;
+  longer, so a watch that went silent is noticed; with `bookmarks`, it asks
+  for watch bookmarks (`allowWatchBookmarks`: the API server sends one
+  when its watch cache has moved past the last version sent, before the
+  server timeout and about every minute) and hears each clean close at the
+  server timeout (the watch resumes from the last version, receiving at
+  once what the API server holds after it): either is a proof of progress
+  (`on_progress`);
 - the sink hears the list (`replace`, an iterable of plain objects) and each
   event (`apply`); hooks hear each list done and each failure (a failure
   hook may take a failure over, such as a kind the server does not serve,
@@ -49,6 +55,7 @@ READ_MARGIN = 30  # more seconds of silence after that before the client gives u
 RETRY = (0.5, 1, 2, 5, 10)  # back-off after consecutive failures
 HEALTHY = 30.0  # seconds a watch stays up before a failure of it counts as the first again
 GONE, MISSING, TIMEOUT, ERROR = "gone", "missing", "timeout", "error"  # what a failure was
+CLOSED = "CLOSED"  # the API server closed a watch at its timeout (with `bookmarks`)
 
 Handler = Callable[[str, "dict | None", "dict | None"], None]  # (event, new, old)
 
@@ -141,8 +148,10 @@ class Reflector:
                  selection: Selection | None = None, server_timeout: int = SERVER_TIMEOUT,
                  read_margin: int = READ_MARGIN, on_listed: Callable[[], None] | None = None,
                  on_failure: Callable[[Failure], float | None] | None = None,
-                 before_watch: Callable[[], None] | None = None, version: str = "") -> None:
+                 before_watch: Callable[[], None] | None = None, version: str = "", bookmarks: bool = False,
+                 on_progress: Callable[[], None] | None = None) -> None:
         self.make_client = make_client
+        self.bookmarks, self.on_progress = bookmarks, on_progress
         self.watched = watched
         self.sink = sink
         self.selection = selection or Selection()
@@ -188,18 +197,40 @@ class Reflector:
         except Exception:  # noqa: BLE001 - an empty list that never started iterating
             self.version = ""
 
+    def _events(self, client):
+        """The watch's events; with `bookmarks` (and lightkube's client, whose
+        `watch` can neither ask for bookmarks nor tell when the API server
+        closed a watch at its timeout), bookmarks among them and a CLOSED
+        event at each clean close (the watch resumes from the last version)."""
+        options = self.selection.options(self.watched)
+        inner = getattr(client, "_client", None)
+        if not (self.bookmarks and hasattr(inner, "prepare_request")):
+            return client.watch(resource(self.watched), server_timeout=self.server_timeout,
+                                resource_version=self.version or None, **options)
+        from lightkube.core.generic_client import WatchDriver
+        from lightkube.core.selector import build_selector
+
+        request = inner.prepare_request("list", res=resource(self.watched), namespace=options.get("namespace"),
+                                        watch=True, params={
+            "timeoutSeconds": self.server_timeout, "resourceVersion": self.version or None,
+            "labelSelector": build_selector(options["labels"]) if options.get("labels") else None,
+            "fieldSelector": build_selector(options["fields"], for_fields=True) if options.get("fields") else None,
+            "allowWatchBookmarks": "true"})
+        return _resumed(inner, WatchDriver(request, inner._client.build_request), self.stopping)
+
     def _watch(self, client) -> None:
-        events = client.watch(resource(self.watched), server_timeout=self.server_timeout,
-                              resource_version=self.version or None, **self.selection.options(self.watched))
-        for event, obj in events:
+        for event, obj in self._events(client):
             if self.stopping.is_set():
                 return
-            data = plain(obj)
-            version = (data.get("metadata") or {}).get("resourceVersion")
-            if event in ("ADDED", "MODIFIED", "DELETED"):
-                self.sink.apply(event, data)
-            if version:
-                self.version = version
+            if obj is not None:
+                data = plain(obj)
+                version = (data.get("metadata") or {}).get("resourceVersion")
+                if event in ("ADDED", "MODIFIED", "DELETED"):
+                    self.sink.apply(event, data)
+                if version:
+                    self.version = version
+            if event in ("BOOKMARK", CLOSED) and self.on_progress is not None:
+                self.on_progress()
 
     def _run(self) -> None:
         client = self._new_client()
@@ -240,6 +271,21 @@ class Reflector:
                     wait = RETRY[min(failures, len(RETRY)) - 1]
             if wait:
                 self.stopping.wait(wait)
+
+
+def _resumed(inner, driver, stopping: threading.Event) -> Iterator[tuple[str, object]]:
+    """lightkube's watch loop (resumed from the last version after each clean
+    close), saying (CLOSED, None) at each clean close; errors raised as
+    lightkube raises them."""
+    while not stopping.is_set():
+        response = inner.send(driver.get_request(timeout=inner._watch_timeout), stream=True)
+        try:
+            response.raise_for_status()
+            for line in response.iter_lines():
+                yield driver.process_one_line(line)
+        finally:
+            response.close()
+        yield CLOSED, None
 
 
 def _plain(listing) -> Iterator[dict]:

@@ -9,8 +9,15 @@ Rules:
 - a watch resumes from the last resourceVersion it saw; 410 Gone (the
   version was compacted away) relists the kind and replaces its objects by
   difference, so the index changes only where the cluster did;
-- watches carry a server timeout (`timeoutSeconds`) and a client read
-  timeout a little longer, so a watch that went silent is noticed; a watch
+- watches carry a server timeout (`timeoutSeconds`, WATCH_TIMEOUT) and a
+  client read timeout a little longer, so a watch that went silent is
+  noticed; a bookmark, or the API server closing the watch at its timeout
+  (the watch resumes from the last version seen and receives at once what
+  the API server holds after it), is a proof of progress
+  (`kube.watch.Reflector(bookmarks=True)`). A kind without one for more
+  than LAG_BOUND seconds (two watch rounds missed) counts as lagging: not ready, and decisions are refused saying so until
+  it shows progress; the time since each kind's last proof is exported
+  (`cozyrender_webhook_watch_progress_age_seconds`). A watch
   that fails (silent, cut, refused) relists its kind, and while a kind's
   watches and relists keep failing for more than 30 s the cache counts as
   stale: not ready, and decisions are refused until a list succeeds;
@@ -18,8 +25,12 @@ Rules:
 - an object the rules cannot read is kept out of the index and listed in
   `unreadable` (decisions are refused while there are any: fail closed);
 - watch lag is measured (the object's last write in managedFields to the
-  event here), and each apps object's (and door's) uid and generation are remembered so
-  the ledger knows which reservations the watch has caught up with;
+  event here), and each checked object's (apps objects' and doors') uid and
+  generation are remembered so the ledger knows which reservations the watch
+  has caught up with; the time each kind's last list started is kept
+  (`known_since`): an entry decided before it whose object the view does not
+  show was never stored or was deleted (a replica started after the write,
+  issue 34);
 - memory (issue 26): only what the rules read is kept. A pod is kept as
   its name and its reading (`LiveIndex(compact_pods=True)`,
   `budgets.usage.compact_pod`: one shared reading per pod shape); other
@@ -57,6 +68,7 @@ from cozyrender.kube.client import WATCHED, Watched, list_scope
 from cozyrender.kube.shape import ShapeError
 from cozyrender.kube.watch import GONE, MISSING, READ_MARGIN, SERVER_TIMEOUT, Failure, Reflector, Selection
 
+from .admission import CHECKED_KINDS
 from .metrics import Metrics
 
 log = logging.getLogger("cozyrender.webhook.cache")
@@ -64,6 +76,8 @@ log = logging.getLogger("cozyrender.webhook.cache")
 NOT_SERVED = "not served by the API server"
 NOT_SERVED_RETRY = 30.0  # seconds before a kind not served is asked again
 STALE_AFTER = 30.0  # seconds of failing watches and relists before the cache counts as stale (not ready)
+WATCH_TIMEOUT = 20  # seconds a watch stays open (then resumed): the API server bookmarks it 2 s before
+LAG_BOUND = 45.0  # seconds without a proof of progress (a bookmark) before the cache counts as lagging
 SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
 # What any rule reads of an object's metadata (identity, the ledger's uid,
 # generation and resourceVersion, a GPUClass's creation time); a Namespace's
@@ -181,9 +195,10 @@ class Cache:
     """List+watch of WATCHED into `index`, under `lock`."""
 
     def __init__(self, make_client: Callable[[], object], index: LiveIndex, lock: threading.Lock,
-                 metrics: Metrics, server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN,
+                 metrics: Metrics, server_timeout: int = WATCH_TIMEOUT, read_margin: int = READ_MARGIN,
                  watched: tuple[Watched, ...] = WATCHED, stale_after: float = STALE_AFTER,
-                 not_served_retry: float = NOT_SERVED_RETRY) -> None:
+                 not_served_retry: float = NOT_SERVED_RETRY, lag_bound: float = LAG_BOUND,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.make_client = make_client
         index.use_compact_pods()
         self.index = index
@@ -194,6 +209,8 @@ class Cache:
         self.watched = watched
         self.stale_after = stale_after
         self.not_served_retry = not_served_retry
+        self.lag_bound, self.clock = lag_bound, clock
+        self._progress: dict[str, float] = {}  # kind -> when its watch last proved progress (a bookmark)
         self._failing_since: dict[str, float] = {}  # kind -> when its watch started failing
         self._counts: dict[str, int] = {w.kind: 0 for w in watched}  # objects of each kind in the index
         # Kind -> its first list, until every kind has listed (then one index of them all).
@@ -204,6 +221,8 @@ class Cache:
         self.unreadable: dict[tuple, str] = {}
         self._seen: dict[str, tuple[int, float]] = {}  # uid -> (generation, when first seen at it)
         self._deleted: dict[str, float] = {}  # uid -> when deleted
+        self._list_started: dict[str, float] = {}  # kind -> when its list in progress started (epoch s)
+        self._known_since: dict[str, float] = {}  # kind -> when the list the index holds started (epoch s)
         self._stop = threading.Event()
         self._reflectors: list[Reflector] = []
 
@@ -221,7 +240,9 @@ class Cache:
                 self.make_client, watched, _KindSink(self, watched), selection(watched), self.server_timeout,
                 self.read_margin, on_listed=partial(self._listed, watched), on_failure=partial(self._failed, watched),
                 before_watch=partial(self._await_first_index, watched),
-                version=(versions or {}).get(watched.kind, "")).start())
+                version=(versions or {}).get(watched.kind, ""), bookmarks=True,
+                on_progress=partial(self.progressed, watched.kind)).start())
+            self.metrics.watch_progress_age.labels(watched.kind).set_function(partial(self._age, watched.kind))
 
     def stop(self) -> None:
         self._stop.set()
@@ -229,15 +250,38 @@ class Cache:
             reflector.stop()
 
     def ready(self) -> bool:
-        """Every first list synced, and no kind whose watch has been failing
-        (and relisting failing) for more than `stale_after` seconds."""
-        return all(self._synced.values()) and not self._stale()
+        """Every first list synced, no kind whose watch has been failing
+        (and relisting failing) for more than `stale_after` seconds, and no
+        kind lagging (`lagging`)."""
+        return all(self._synced.values()) and not self._stale() and not self.lagging()
+
+    def progressed(self, kind: str) -> None:
+        """A proof of progress of `kind`'s watch (a bookmark, a clean close)."""
+        self._progress[kind] = self.clock()
+
+    def _age(self, kind: str) -> float:
+        since = self._progress.get(kind)
+        return self.clock() - since if since is not None else 0.0
+
+    def lagging(self) -> dict[str, float]:
+        """The kinds whose watch has proved no progress for more than
+        `lag_bound` seconds, with how long: the view may be that far behind
+        (the API server's own watch cache's lag behind etcd not included).
+        A kind is measured from its first proof on (a client that gives
+        none, such as a test's, leaves it unmeasured)."""
+        ages = {kind: self._age(kind) for kind in self._progress}
+        return {kind: age for kind, age in ages.items() if age > self.lag_bound}
 
     def _stale(self) -> list[str]:
         now = time.monotonic()
         return [kind for kind, since in self._failing_since.items() if now - since > self.stale_after]
 
     def not_ready_reason(self) -> str:
+        lagging = self.lagging()
+        if lagging:
+            return "the watch of " + ", ".join(f"{kind} has shown no progress for {age:.0f} s"
+                                               for kind, age in sorted(lagging.items())) + \
+                f" (more than the {self.lag_bound:g} s bound: the view may be that far behind the cluster)"
         waiting = [kind for kind, synced in self._synced.items() if not synced]
         stale = self._stale()
         if stale and not waiting:
@@ -256,6 +300,12 @@ class Cache:
             return True
         known = self._seen.get(uid)
         return known is not None and known[0] >= generation
+
+    def known_since(self, kind: str) -> float | None:
+        """When the list this replica's view of `kind` comes from started
+        (epoch seconds): every write stored before then is in the view, or
+        was deleted before it (None: never listed)."""
+        return self._known_since.get(kind)
 
     def seen_at(self, uid: str) -> float | None:
         known = self._seen.get(uid)
@@ -294,7 +344,7 @@ class Cache:
 
     def _saw(self, watched: Watched, meta: dict) -> None:
         uid = meta.get("uid")
-        if isinstance(uid, str) and (watched.group == "apps.cozystack.io" or (watched.group, watched.kind) in DOOR_KINDS):
+        if isinstance(uid, str) and (watched.kind in CHECKED_KINDS or (watched.group, watched.kind) in DOOR_KINDS):
             generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
             known = self._seen.get(uid)
             if known is None or known[0] < generation:
@@ -415,6 +465,10 @@ class Cache:
     # ----------------------------------------------------------------- the loop's hooks
 
     def _listed(self, watched: Watched) -> None:
+        if watched.kind in self._list_started:
+            self._known_since[watched.kind] = self._list_started[watched.kind]
+        if watched.kind in self._progress:
+            self._progress[watched.kind] = self.clock()  # a list is current as of its end
         self._synced[watched.kind] = True
         self._problem.pop(watched.kind, None)
         self._failing_since.pop(watched.kind, None)
@@ -458,6 +512,8 @@ class _KindSink:
         self.cache, self.watched = cache, watched
 
     def replace(self, listed: Iterable[dict]) -> None:
+        # The list's request is sent at its first read, after this moment: a lower bound of its reading.
+        self.cache._list_started[self.watched.kind] = time.time()
         self.cache.replace_all(self.watched, _kept(self.watched, listed))
 
     def apply(self, event: str, obj: dict) -> None:

@@ -20,8 +20,8 @@ Rules:
   with the read entries laid over it, and read again until no new shard
   appears. The shards are written in one fixed order (ancestors first, then
   by name), each with compare-and-swap: a 409 means another decision wrote
-  that shard since it was read: re-read, re-check, retry until the deadline
-  (8 s, inside the webhook's timeout), then refuse saying so. Of two writes
+  that shard since it was read: re-read, re-check, retry until the
+  request's deadline, then refuse saying so. Of two writes
   that each fit alone but not together, both charge some pool whose budget
   the pair exceeds; both write that pool's shard, and the second to write it
   read the first's entry: never both admitted. Optimistic writes hold no
@@ -34,10 +34,16 @@ Rules:
   the admission time and expiry (TTL, 60 s by default). An entry is at most
   MAX_ENTRY_BYTES. In a shard, the in-flight entries (not yet seen stored)
   of one tenant subtree (the subtree of the child of the shard's pool root
-  the write's own namespace is in) are capped: MAX_GROUP_ENTRIES entries,
-  MAX_GROUP_BYTES, MAX_GROUP_TENANTS Tenant writes; so no tenant can fill a
-  shard another tenant needs. Refusals never state the shard's size or
-  anyone's entries.
+  the write's own namespace is in) are capped: MAX_GROUP_ENTRIES objects,
+  MAX_GROUP_BYTES, MAX_GROUP_TENANTS Tenant objects; so no tenant can fill a
+  shard another tenant needs. Objects are counted, not attempts: a write
+  replaces its object's earlier entries that carry the same fields the
+  rules read (a retry, whatever its request) or that its UPDATE's old
+  object shows stored or superseded (`replacing`); the versions that may
+  still be stored stay (at most MAX_VERSIONS) and count as the larger of
+  them, so a tenant is never refused for its own earlier attempts and
+  nothing counts less. Refusals never state the shard's size or anyone's
+  entries.
 - Reservations only ever take room. A pending workload counts as the larger
   of itself and what is stored, class by class. A pending Tenant counts as
   the larger of itself and what is stored (key by key) everywhere it is
@@ -58,8 +64,22 @@ Rules:
   to answer (the time from this answer to the write being stored, other
   webhooks included) and a read from the API server shows the object was
   never stored at that uid and generation (AlreadyExists, a later admission
-  plugin refusing, a timeout), at most MAX_RELEASE_LOOKUPS reads per
-  decision; at the latest when it expires.
+  plugin refusing, a timeout; or an object of another uid there that this
+  replica's watch already shows), at most MAX_RELEASE_LOOKUPS reads per
+  decision, the oldest first; or once this replica's cache listed its kind
+  after the write was decided, or after another replica's watch showed it
+  stored or deleted (the entry's `seen_at`, stamped when a replica whose
+  watch shows it next writes the shard), without showing it (`known_since`:
+  an object created and deleted before a replica started, issue 34's
+  restart; the replicas' clocks are taken to agree to well within
+  `settle`, as NTP keeps nodes). Never by age alone: an entry that
+  may be stored counts until the watch shows it (its expiry is kept in the
+  entry, and no longer releases it).
+- Every decision is bounded by its request's deadline (`deadline`: the
+  configurations' timeoutSeconds less a margin): the turn, every ledger
+  read and write and every lookup wait at most the time left; past it
+  nothing is written, and a request refused or answered too late has its
+  entries taken out of its shards at once (`_release`, after the answer).
 - Within one replica, writes sharing a shard take turns (by the topmost
   shard of their chain), so 409s come only from other replicas.
 - A write that grows nothing is checked without the ledger, and a dry run
@@ -74,7 +94,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from cozyrender.budgets import check_write
@@ -90,13 +110,13 @@ from cozyrender.kube.identity import identity_of
 from cozyrender.kube.shape import ShapeError
 
 from . import admission
+from . import deadline as deadlines
 from .metrics import Metrics
 
 DEFAULT_PREFIX = "cozyrender-ledger"
 DATA_KEY = "reservations.json"
 DEFAULT_TTL = 60.0
 DEFAULT_SETTLE = 10.0  # seconds from an answer to the write stored or refused (the webhook timeout)
-DEADLINE = 8.0  # seconds; the webhook's timeoutSeconds is 10
 MAX_SHARD_BYTES = 900 * 1024  # a ConfigMap holds at most 1 MiB
 MAX_ENTRY_BYTES = 4096
 MAX_GROUP_ENTRIES = 32  # one tenant subtree's pending entries in one shard
@@ -104,6 +124,9 @@ MAX_GROUP_BYTES = 64 * 1024
 MAX_GROUP_TENANTS = 2  # one tenant subtree's pending Tenant writes in one shard
 MAX_COMBINATIONS = 81  # views a decision checks with pending Tenants declaring different keys
 MAX_RELEASE_LOOKUPS = 4  # API reads per decision to release entries never stored
+MAX_VERSIONS = 8  # distinct versions of one object in flight in one shard (retries of one version: one)
+LOOKUP_TIME = 2.0  # seconds a release lookup may take; none is made with less time left
+RELEASE_TIME = 5.0  # seconds a release of a refused or late request's entries may take (after its answer)
 ALREADY_EXISTS = (409, "AlreadyExists")
 
 
@@ -124,16 +147,20 @@ class Entry:
     admitted: float
     expires: float
     request: str = ""
+    seen_at: float = 0.0  # when a replica's watch first showed it stored (or deleted); 0: not yet
 
     def as_dict(self) -> dict:
-        return {"identity": list(self.identity), "uid": self.uid, "generation": self.generation,
-                "object": self.obj, "admitted": self.admitted, "expires": self.expires, "request": self.request}
+        out = {"identity": list(self.identity), "uid": self.uid, "generation": self.generation,
+               "object": self.obj, "admitted": self.admitted, "expires": self.expires, "request": self.request}
+        if self.seen_at:
+            out["seen"] = self.seen_at
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping) -> Entry:
         return cls(tuple(data["identity"]), str(data.get("uid") or ""), int(data.get("generation") or 0),
                    dict(data["object"]), float(data["admitted"]), float(data["expires"]),
-                   str(data.get("request") or ""))
+                   str(data.get("request") or ""), float(data.get("seen") or 0.0))
 
     @property
     def namespace(self) -> str:
@@ -303,19 +330,19 @@ def _declares_differently(versions: list[dict], stored: Mapping | None) -> bool:
     return len(set(keys)) > 1
 
 
-def _bears_on(state, tenant: Mapping, anchor: str, pools: set[str], held: set[str]) -> bool:
+def _bears_on(state, tenant: Mapping, anchor: str, pools: set[str], held: Callable[[], Iterable[str]]) -> bool:
     """Whether which keys a pending Tenant declares can change the decision
     of a write at `anchor` (whose chain of pool roots is `pools`): the write
-    is in its subtree, or its subtree holds something (`held`: namespaces
-    with reservations, tenants or usage) counted in a pool the write is
-    charged to."""
+    is in its subtree, or its subtree holds something (`held()`: namespaces
+    with reservations, tenants or usage, walked only when the pools meet)
+    counted in a pool the write is charged to."""
     owned = _owned_namespace(tenant)
     if owned is None:
         return False
     if is_within(anchor, owned):
         return True
     parent = parent_namespace(owned)
-    return bool(pools.intersection(chain(state, parent))) and any(is_within(namespace, owned) for namespace in held)
+    return bool(pools.intersection(chain(state, parent))) and any(is_within(namespace, owned) for namespace in held())
 
 
 def _owned_namespace(tenant: Mapping) -> str | None:
@@ -410,6 +437,31 @@ def group_of(shard: str, namespace: str) -> str:
     return namespace
 
 
+def replacing(entries: list[Entry], entry: Entry, old: Mapping | None) -> list[Entry]:
+    """A shard's kept entries with the write's `entry` about to join them:
+    its object's earlier versions it replaces dropped. Retries of one write
+    hold one entry: an earlier entry of the same object with the same
+    fields the rules read (a retry, whatever its request) goes, as does,
+    for an UPDATE, one the request's old object shows stored or superseded
+    (another uid, or its uid at the old object's generation or before).
+    Versions that may still be stored stay: they count as the larger of
+    them (`effective`), never less."""
+    meta = (old or {}).get("metadata") or {}
+    old_uid = meta.get("uid") if old is not None else None
+    old_generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
+
+    def superseded(other: Entry) -> bool:
+        if other.identity != entry.identity:
+            return False
+        if other.obj == entry.obj:
+            return True
+        if old_uid:
+            return other.uid != old_uid or other.generation <= old_generation
+        return False
+
+    return [other for other in entries if not superseded(other)]
+
+
 def encode(entries: list[Entry]) -> str:
     return json.dumps([entry.as_dict() for entry in entries], separators=(",", ":"), sort_keys=True)
 
@@ -427,7 +479,10 @@ def decode(text: str | None) -> list[Entry]:
 
 class ConfigMapShards:
     """The ledger's shards: ConfigMaps `<prefix>-<pool root>` in `namespace`,
-    read and compare-and-swapped (created on first write) through lightkube."""
+    read and compare-and-swapped (created on first write) through lightkube.
+    Each call waits at most `timeout` seconds (the decision's remaining
+    time), the client's own timeout otherwise; one that runs out raises
+    LedgerError (a write may then have been stored or not)."""
 
     def __init__(self, client, namespace: str, prefix: str = DEFAULT_PREFIX) -> None:
         self.client, self.namespace, self.prefix = client, namespace, prefix
@@ -435,13 +490,21 @@ class ConfigMapShards:
     def name(self, shard: str) -> str:
         return f"{self.prefix}-{shard}"
 
-    def read(self, shard: str) -> tuple[list[Entry], object]:
+    def _call(self, method: str, timeout: float | None, **request):
+        from cozyrender.kube.bounded import Overdue, call
+
+        try:
+            return call(self.client, method, timeout, **request)
+        except Overdue as err:
+            raise LedgerError(f"the ledger: {err}") from None
+
+    def read(self, shard: str, timeout: float | None = None) -> tuple[list[Entry], object]:
         """The shard's entries and what to write it back with (None: absent)."""
         from lightkube.core.exceptions import ApiError
         from lightkube.resources.core_v1 import ConfigMap
 
         try:
-            configmap = self.client.get(ConfigMap, self.name(shard), namespace=self.namespace)
+            configmap = self._call("get", timeout, res=ConfigMap, name=self.name(shard), namespace=self.namespace)
         except ApiError as err:
             if err.status.code == 404:
                 return [], None
@@ -449,7 +512,7 @@ class ConfigMapShards:
                               f"{err.status.code} {err.status.message}") from None
         return decode((configmap.data or {}).get(DATA_KEY)), configmap
 
-    def write(self, shard: str, entries: list[Entry], read: object) -> None:
+    def write(self, shard: str, entries: list[Entry], read: object, timeout: float | None = None) -> None:
         from lightkube.core.exceptions import ApiError
         from lightkube.models.meta_v1 import ObjectMeta
         from lightkube.resources.core_v1 import ConfigMap
@@ -457,13 +520,14 @@ class ConfigMapShards:
         data = {DATA_KEY: encode(entries)}
         try:
             if read is None:
-                self.client.create(ConfigMap(metadata=ObjectMeta(
+                created = ConfigMap(metadata=ObjectMeta(
                     name=self.name(shard), namespace=self.namespace,
                     labels={"app.kubernetes.io/name": "cozyrender-webhook",
-                            "app.kubernetes.io/component": "ledger"}), data=data))
+                            "app.kubernetes.io/component": "ledger"}), data=data)
+                self._call("post", timeout, obj=created, namespace=self.namespace)
             else:
                 read.data = dict(read.data or {}, **data)  # metadata.resourceVersion: the CAS
-                self.client.replace(read)
+                self._call("put", timeout, obj=read, namespace=self.namespace)
         except ApiError as err:
             if err.status.code == 409:
                 raise Conflict() from None
@@ -479,12 +543,12 @@ class MemoryShards:
         self.lock = threading.Lock()
         self.writes = 0
 
-    def read(self, shard: str) -> tuple[list[Entry], object]:
+    def read(self, shard: str, timeout: float | None = None) -> tuple[list[Entry], object]:
         with self.lock:
             version, text = self.shards.get(shard, (0, ""))
         return decode(text), version
 
-    def write(self, shard: str, entries: list[Entry], read: object) -> None:
+    def write(self, shard: str, entries: list[Entry], read: object, timeout: float | None = None) -> None:
         with self.lock:
             if self.shards.get(shard, (0, ""))[0] != read:
                 raise Conflict()
@@ -504,13 +568,16 @@ class Arbiter:
 
     def __init__(self, index: LiveIndex, lock: threading.Lock, metrics: Metrics, ledger=None,
                  seen: Callable[[str, int], bool] = lambda uid, generation: False,
-                 unreadable: Callable[[], dict] = dict, ttl: float = DEFAULT_TTL, deadline: float = DEADLINE,
+                 unreadable: Callable[[], dict] = dict, ttl: float = DEFAULT_TTL, timeout: float = deadlines.TIMEOUT,
                  platform_vgpu: bool | None = None, clock: Callable[[], float] = time.time,
-                 settle: float = DEFAULT_SETTLE, lookup: Callable[[tuple], Mapping | None] | None = None) -> None:
+                 settle: float = DEFAULT_SETTLE, lookup: Callable[[tuple], Mapping | None] | None = None,
+                 known_since: Callable[[str], float | None] = lambda kind: None,
+                 monotonic: Callable[[], float] = time.monotonic, release_in_background: bool = True) -> None:
         self.index, self.lock, self.metrics, self.ledger = index, lock, metrics, ledger
-        self.seen, self.unreadable = seen, unreadable
-        self.ttl, self.deadline, self.platform_vgpu, self.clock = ttl, deadline, platform_vgpu, clock
-        self.settle, self.lookup = settle, lookup
+        self.seen, self.unreadable, self.known_since = seen, unreadable, known_since
+        self.ttl, self.timeout, self.platform_vgpu, self.clock = ttl, timeout, platform_vgpu, clock
+        self.settle, self.lookup, self.monotonic = settle, lookup, monotonic
+        self.release_in_background = release_in_background
         self._turns: dict[str, list] = {}  # topmost shard -> [its lock, how many wait on it]
         self._turns_lock = threading.Lock()
 
@@ -523,7 +590,12 @@ class Arbiter:
             return admission.envelope(admission.allow(review.uid))
         return admission.envelope(self.decide(review))
 
+    def deadline(self) -> deadlines.Deadline:
+        """The current call's deadline (set by the server), else one from now."""
+        return deadlines.current() or deadlines.Deadline.after(self.timeout, clock=self.monotonic)
+
     def decide(self, review: admission.Review) -> dict:
+        limit = self.deadline()
         try:
             obj = admission.written_object(review)
             if door_kind(obj) is not None and not self._holds_gpus(obj):
@@ -543,7 +615,7 @@ class Arbiter:
                         ALREADY_EXISTS, review)
             if not grows(obj, old) or self.ledger is None or not self._holds_gpus(obj):
                 return admission.answer(review, self._check(review, obj, old, []))
-            return self._reserve(review, obj, old)
+            return self._reserve(review, obj, old, limit)
         except ShapeError as err:
             return admission.unreadable(review, err)
         except LedgerError as err:
@@ -566,127 +638,217 @@ class Arbiter:
         with self.lock:
             return bool(resolve(self.index.state, door).entries)
 
-    def _reserve(self, review: admission.Review, obj: dict, old: dict | None) -> dict:
+    def _reserve(self, review: admission.Review, obj: dict, old: dict | None, limit: deadlines.Deadline) -> dict:
         """The decision of a growing write, with its entry written to its
         shards. Within this process, writes sharing a shard take turns (by
         the topmost shard of their chain: two chains that share any shard
-        share their topmost one), so only other replicas' writes cause 409s."""
+        share their topmost one), so only other replicas' writes cause 409s.
+        A turn is waited for at most until the deadline."""
         wanted = self._judge(review, obj, old, [])[1]
-        with self._turn(min(wanted, key=shard_order) if wanted else ""):
-            return self._reserve_in_turn(review, obj, old)
+        top = min(wanted, key=shard_order) if wanted else ""
+        with self._turn(top, limit) as got:
+            if not got:
+                return admission.cannot_decide(review, review.uid, f"{review.display()} was not decided within "
+                                               f"{limit.said()}: other writes of pool {top} held this replica's "
+                                               "turn; nothing was reserved; try again")
+            return self._reserve_in_turn(review, obj, old, limit)
 
     @contextmanager
-    def _turn(self, shard: str):
+    def _turn(self, shard: str, limit: deadlines.Deadline):
         with self._turns_lock:
             lock = self._turns.setdefault(shard, [threading.Lock(), 0])
             lock[1] += 1
+        got = False
         try:
-            with lock[0]:
-                yield
+            got = lock[0].acquire(timeout=limit.remaining())
+            yield got
         finally:
+            if got:
+                lock[0].release()
             with self._turns_lock:
                 lock[1] -= 1
                 if not lock[1]:
                     del self._turns[shard]
 
-    def _reserve_in_turn(self, review: admission.Review, obj: dict, old: dict | None) -> dict:
-        give_up = time.monotonic() + self.deadline
+    def _late(self, review: admission.Review, limit: deadlines.Deadline, written: Iterable[str]) -> dict:
+        """The refusal of a decision the deadline overtook; what it wrote is released."""
+        self._release(written, review.uid)
+        return admission.cannot_decide(review, review.uid, f"{review.display()} was not decided within "
+                                       f"{limit.said()}: the reservation ledger answered too slowly or was "
+                                       "contended; nothing was reserved; try again")
+
+    def _reserve_in_turn(self, review: admission.Review, obj: dict, old: dict | None,
+                         limit: deadlines.Deadline) -> dict:
         entry = self._entry(review, obj)
         if entry.size() > MAX_ENTRY_BYTES:
             return admission.refuse(review.uid, f"{review.display()} cannot be reserved: the fields the GPU budget "
                                     f"rules read take more than {MAX_ENTRY_BYTES} bytes", admission.INVALID, review)
-        while True:
-            read: dict[str, tuple[list[Entry], object]] = {}
-            wanted = self._judge(review, obj, old, [])[1]
+        written: set[str] = set()  # shards holding this request's entry from an earlier try
+        touching = ""
+        try:
             while True:
-                for shard in sorted(wanted - read.keys(), key=shard_order):
-                    started = time.perf_counter()
-                    read[shard] = self.ledger.read(shard)
-                    self.metrics.ledger_seconds.labels("read").observe(time.perf_counter() - started)
-                kept, live = self._sift(read, entry.identity, review.uid)
-                decision, needed = self._judge(review, obj, old, live)
-                if needed <= read.keys():
-                    break
-                wanted = needed | read.keys()
-            self.metrics.ledger_entries.set(len(live))
-            if not decision.allowed or review.dry_run:
-                return admission.answer(review, decision)
-            full = self._full(review, entry, kept)
-            if full is not None:
-                return full
-            try:
-                for shard in sorted(read, key=shard_order):
-                    started = time.perf_counter()
-                    self.ledger.write(shard, kept[shard] + [entry], read[shard][1])
-                    self.metrics.ledger_seconds.labels("write").observe(time.perf_counter() - started)
-                self.metrics.ledger_writes.inc()
-                return admission.answer(review, decision)
-            except Conflict:
-                self.metrics.ledger_conflicts.inc()
-                if time.monotonic() > give_up:
-                    return admission.cannot_decide(review, review.uid, f"the reservation ledger was contended for "
-                                                   f"{self.deadline:g} s (other writes kept changing it); try again")
-                entry = self._entry(review, obj)
+                if limit.expired():
+                    return self._late(review, limit, written)
+                read: dict[str, tuple[list[Entry], object]] = {}
+                wanted = self._judge(review, obj, old, [])[1]
+                while True:
+                    for shard in sorted(wanted - read.keys(), key=shard_order):
+                        started = time.perf_counter()
+                        read[shard] = self.ledger.read(shard, timeout=limit.remaining())
+                        self.metrics.ledger_seconds.labels("read").observe(time.perf_counter() - started)
+                    kept, live = self._sift(read, entry.identity, review.uid, limit)
+                    decision, needed = self._judge(review, obj, old, live)
+                    if needed <= read.keys():
+                        break
+                    wanted = needed | read.keys()
+                self.metrics.ledger_entries.set(len(live))
+                if not decision.allowed or review.dry_run:
+                    self._release(written, review.uid)
+                    return admission.answer(review, decision)
+                mine = {shard: replacing(entries, entry, old) for shard, entries in kept.items()}
+                full = self._full(review, entry, mine)
+                if full is not None:
+                    self._release(written, review.uid)
+                    return full
+                try:
+                    for shard in sorted(read, key=shard_order):
+                        if limit.expired():
+                            return self._late(review, limit, written)
+                        started = time.perf_counter()
+                        touching = shard
+                        self.ledger.write(shard, mine[shard] + [entry], read[shard][1], timeout=limit.remaining())
+                        written.add(shard)
+                        touching = ""
+                        self.metrics.ledger_seconds.labels("write").observe(time.perf_counter() - started)
+                    if limit.expired():  # answered too late: the API server has refused it already
+                        return self._late(review, limit, written)
+                    self.metrics.ledger_writes.inc()
+                    return admission.answer(review, decision)
+                except Conflict:
+                    touching = ""
+                    self.metrics.ledger_conflicts.inc()
+                    entry = self._entry(review, obj)
+        except LedgerError:
+            # A write that failed or ran out of time may have been stored all the same.
+            self._release(written | ({touching} if touching else set()), review.uid)
+            raise
 
-    def _sift(self, read: Mapping[str, tuple[list[Entry], object]], own: tuple,
-              request: str) -> tuple[dict[str, list[Entry]], list[Entry]]:
-        """Per shard, the entries to keep writing (expired ones, those known
-        never stored and this request's own from an earlier try dropped), and the
-        entries to lay over the view (kept, not yet seen by this replica's
-        watch, of another identity than the write's)."""
+    def _release(self, shards: Iterable[str], request: str) -> None:
+        """Take request `request`'s entries out of `shards` (it was refused
+        or answered too late): on a thread of its own after the answer, or
+        at once (`release_in_background=False`), trying for at most
+        RELEASE_TIME seconds; an entry it cannot take out stays until it is
+        released as never stored."""
+        shards = sorted(set(shards), key=shard_order)
+        if not shards or not request:
+            return
+        if self.release_in_background:
+            threading.Thread(target=self._release_now, args=(shards, request), name="ledger-release",
+                             daemon=True).start()
+        else:
+            self._release_now(shards, request)
+
+    def _release_now(self, shards: list[str], request: str) -> None:
+        limit = deadlines.Deadline(self.monotonic() + RELEASE_TIME, RELEASE_TIME, self.monotonic)
+        for shard in shards:
+            while not limit.expired():
+                try:
+                    entries, version = self.ledger.read(shard, timeout=limit.remaining())
+                    left = [entry for entry in entries if entry.request != request]
+                    if len(left) != len(entries):
+                        self.ledger.write(shard, left, version, timeout=limit.remaining())
+                    break
+                except Conflict:
+                    continue
+                except Exception:  # noqa: BLE001 - it stays until released as never stored
+                    break
+
+    def _sift(self, read: Mapping[str, tuple[list[Entry], object]], own: tuple, request: str,
+              limit: deadlines.Deadline | None = None) -> tuple[dict[str, list[Entry]], list[Entry]]:
+        """Per shard, the entries to keep writing (those this replica's watch
+        shows stored once `settle` has passed, those known never stored and
+        this request's own from an earlier try dropped; never one by its age
+        alone), and the entries to lay over the view (kept, not yet seen by
+        this replica's watch, of another identity than the write's)."""
         now = self.clock()
         released: set[tuple] = set()
-        lookups = 0
+        looked: dict[tuple, bool] = {}
         kept: dict[str, list[Entry]] = {}
         live: dict[tuple, Entry] = {}
         for shard, (entries, _) in read.items():
             kept[shard] = []
-            for entry in entries:
+            for entry in sorted(entries, key=lambda each: each.admitted):  # the oldest are looked up first
                 key = (entry.identity, entry.request, entry.admitted)
-                if entry.expires <= now or key in released or (request and entry.request == request):
+                if key in released or (request and entry.request == request):
                     continue
                 if self._caught_up(entry):
                     if now - entry.admitted <= self.settle:  # other replicas' watches may lag behind
-                        kept[shard].append(entry)
+                        kept[shard].append(entry if entry.seen_at else replace(entry, seen_at=now))
                     continue
-                if entry.admitted + self.settle <= now and self.lookup is not None and lookups < MAX_RELEASE_LOOKUPS:
-                    lookups += 1
-                    if self._never_stored(entry):
-                        released.add(key)
-                        continue
+                if self._listed_after(entry):
+                    released.add(key)
+                    continue
+                if key not in looked and entry.admitted + self.settle <= now and self.lookup is not None \
+                        and len(looked) < MAX_RELEASE_LOOKUPS and (limit is None or limit.remaining() > LOOKUP_TIME):
+                    looked[key] = self._never_stored(entry)
+                if looked.get(key):
+                    released.add(key)
+                    continue
                 kept[shard].append(entry)
                 if entry.identity != own:
                     live[key] = entry
         return kept, list(live.values())
 
+    def _listed_after(self, entry: Entry) -> bool:
+        """Whether this replica's cache listed the entry's kind after its
+        write was decided (`settle` after its admission), or after another
+        replica's watch showed it stored or deleted (`seen_at`, stamped by
+        that replica's next write of the shard), and does not show it: then
+        it was never stored, or was deleted before that list, or the list
+        holds it as stored (a replica started after the write: issue 34's
+        restart)."""
+        since = self.known_since(entry.identity[1]) if entry.uid else None
+        if since is None:
+            return False
+        return entry.admitted + self.settle <= since or bool(entry.seen_at and entry.seen_at <= since)
+
     def _never_stored(self, entry: Entry) -> bool:
-        """Whether the API server shows the entry's write was never stored:
-        no object at its uid, or one at an older generation."""
+        """Whether the API server shows the entry's write is not stored and
+        the watched view holds what is: no object at its identity, one at an
+        older generation of its uid, or one of another uid this replica's
+        watch already shows (the entry's was never stored, or since deleted)."""
         try:
             found = self.lookup(entry.identity)
         except Exception:
-            return False  # unknown: keep it until it expires
+            return False  # unknown: keep it
         if found is None:
             return True
         meta = found.get("metadata") or {}
-        if entry.uid and meta.get("uid") != entry.uid:
-            return True
         generation = meta.get("generation") if isinstance(meta.get("generation"), int) else 0
+        if entry.uid and meta.get("uid") != entry.uid:
+            return self.seen(str(meta.get("uid") or ""), generation)
         return bool(entry.uid) and generation < entry.generation
 
     def _full(self, review: admission.Review, entry: Entry, kept: Mapping[str, list[Entry]]) -> dict | None:
         """A refusal when the write's tenant subtree already holds its share
-        of a shard's in-flight entries (admitted, not yet seen stored), or the
-        shard is full; never saying what others hold."""
+        of a shard's in-flight objects (admitted, not yet seen stored), or the
+        shard is full; never saying what others hold. Objects are counted,
+        not attempts: the write's own object counts once whatever its earlier
+        attempts (`replacing` kept at most MAX_VERSIONS of its versions)."""
         for shard, entries in kept.items():
             mine = group_of(shard, _anchor(entry))
             same = [other for other in entries if group_of(shard, _anchor(other)) == mine
-                    and other.request != entry.request and not self._caught_up(other)]
-            tenants = [other for other in same if other.identity[1] == "Tenant"]
-            if len(same) >= MAX_GROUP_ENTRIES or sum(other.size() for other in same) + entry.size() > MAX_GROUP_BYTES \
+                    and other.identity != entry.identity and not self._caught_up(other)]
+            objects = {other.identity for other in same}
+            tenants = {key for key in objects if key[1] == "Tenant"}
+            versions = [other for other in entries if other.identity == entry.identity]
+            if len(objects) >= MAX_GROUP_ENTRIES or sum(other.size() for other in same) + entry.size() > MAX_GROUP_BYTES \
                     or (entry.identity[1] == "Tenant" and len(tenants) >= MAX_GROUP_TENANTS):
                 return admission.cannot_decide(review, review.uid, f"too many writes of {mine} are in flight "
                                                f"in pool {shard}; try again once they are stored")
+            if len(versions) >= MAX_VERSIONS:
+                return admission.cannot_decide(review, review.uid, f"{MAX_VERSIONS} other versions of "
+                                               f"{review.display()} are in flight; try again once they are stored")
             if len(encode(entries)) + entry.size() > MAX_SHARD_BYTES:
                 return admission.cannot_decide(review, review.uid, f"pool {shard} has too many writes in flight; "
                                                "try again in a few seconds")
@@ -727,9 +889,12 @@ class Arbiter:
         fixed, choices = [], []
         with self.lock:
             state = self.index.state
-            pools = set(chain(state, anchor)) | set(chain(state, parent_namespace(anchor)))
-            held = set(state.reserved) | set(state.declarations) | set(state.usage) | {
-                key[2] for key in pending if key[1] != "Tenant"}
+            pools = set(chain(state, anchor)) | set(chain(state, parent_namespace(anchor))) if pending else set()
+
+            def held() -> Iterable[str]:  # every namespace of the view: walked only when a pending Tenant needs it
+                return itertools.chain(state.reserved, state.declarations, state.usage,
+                                       (key[2] for key in pending if key[1] != "Tenant"))
+
             for versions in pending.values():
                 stored = self.index.get(versions[0])
                 if versions[0]["kind"] == "Tenant" and _declares_differently(versions, stored) \

@@ -35,6 +35,10 @@ class Metrics:
         self.watch_lag = Histogram(f"{PREFIX}_watch_lag_seconds", "Time from an object's last write "
                                    "(managedFields, second resolution) to its watch event here, by kind",
                                    ["kind"], buckets=LAG_BUCKETS, registry=r)
+        self.watch_progress_age = Gauge(f"{PREFIX}_watch_progress_age_seconds", "Seconds since the watch of a "
+                                        "kind last proved it was current (a bookmark or a list): how far behind "
+                                        "the cache may be; over the cache's lag bound it is not ready", ["kind"],
+                                        registry=r)
         self.reservation_lag = Histogram(f"{PREFIX}_reservation_to_watch_seconds", "Time from admitting a "
                                          "growing write (its ledger entry) to this replica's watch seeing it",
                                          buckets=LAG_BUCKETS, registry=r)

@@ -4,7 +4,14 @@ metrics.
 Rule: every AdmissionReview gets an AdmissionReview back, and an answer that
 cannot be computed is a refusal saying why (fail closed): a request before
 the cache has synced, a body that is too large, too deep or not JSON, a
-route that raises. Routes are a dict of path -> handler (`/validate` now;
+route that raises.
+
+Stopping refuses nothing (issue 34 item 4): `stop_after(drain)` turns
+`/readyz` to 503 at once (the kubelet's probe and the endpoints stop
+sending new callers here), keeps serving every request, in flight or new,
+for `drain` seconds (an API server whose endpoints lag still reaches a
+replica that answers), then closes the listener; `drain` then waits for the
+requests being answered. Routes are a dict of path -> handler (`/validate` now;
 `/mutate` is added the same way), each taking the parsed body and returning
 the AdmissionReview to send. `/healthz` is 200 while the process serves,
 `/readyz` 503 until `ready()` says the cache has synced, `/metrics` the
@@ -49,6 +56,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import admission
+from .deadline import TIMEOUT, Deadline, within
 from .metrics import Metrics
 
 log = logging.getLogger("cozyrender.webhook.server")
@@ -67,8 +75,10 @@ class WebhookServer(ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], tls: ssl.SSLContext | ReloadingTLS | None, routes: dict[str, Route],
-                 ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "") -> None:
+                 ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "",
+                 timeout: float = TIMEOUT) -> None:
         self.tls = tls
+        self.timeout = timeout  # the webhook configuration's timeoutSeconds: each request's deadline
         # A client certificate is required for the routes when the context verifies them.
         self.authenticate = tls is not None and tls.verify_mode != ssl.CERT_NONE
         self.routes = dict(routes)
@@ -77,7 +87,21 @@ class WebhookServer(ThreadingHTTPServer):
         self.metrics = metrics
         self.inflight = 0
         self._inflight_lock = threading.Lock()
+        self.draining = False  # /readyz 503 while the listener still serves (stop_after)
         super().__init__(address, _Handler)
+
+    def stop_after(self, drain: float) -> threading.Thread:
+        """Unready at once, serving on for `drain` seconds, then shut down (on
+        a thread of its own: callable from a signal handler)."""
+        self.draining = True
+
+        def later() -> None:
+            threading.Event().wait(drain)
+            self.shutdown()
+
+        thread = threading.Thread(target=later, name="webhook-drain", daemon=True)
+        thread.start()
+        return thread
 
     def track(self, delta: int) -> None:
         with self._inflight_lock:
@@ -230,7 +254,10 @@ class _Handler(BaseHTTPRequestHandler):
         if path == "/healthz":
             self._send(200, b"ok\n", "text/plain")
         elif path == "/readyz":
-            if self.server.ready():
+            if self.server.draining:
+                self._send(503, b"not ready: shutting down (still answering while callers move away)\n",
+                           "text/plain")
+            elif self.server.ready():
                 self._send(200, b"ok\n", "text/plain")
             else:
                 reason = self.server.not_ready_reason() or "the cache has not synced"
@@ -274,10 +301,12 @@ class _Handler(BaseHTTPRequestHandler):
                 413)
             return
         started = time.perf_counter()
+        limit = Deadline.after(self.server.timeout)  # the API server's clock started a little earlier: the margin
         self.server.track(1)
         try:
             data = self.rfile.read(int(length))
-            review = self._review(route, data)
+            with within(limit):
+                review = self._review(route, data)
             kind = review.pop("_kind", "other")
             self.server.metrics.latency.labels(kind).observe(time.perf_counter() - started)
             self._reply(review, kind)
@@ -291,7 +320,8 @@ class _Handler(BaseHTTPRequestHandler):
             why = "too deeply nested" if isinstance(err, RecursionError) else f"not JSON ({err})"
             return dict(admission.envelope(admission.cannot_decide(None, "", f"the body is {why}")), _kind="other")
         kind, uid = _kind_of(body), _uid_of(body)
-        if _too_deep(body):
+        # Fewer than MAX_DEPTH openers cannot nest a value deeper: counted in C, walked only past that.
+        if data.count(b"{") + data.count(b"[") >= MAX_DEPTH and _too_deep(body):
             return dict(admission.envelope(admission.cannot_decide(
                 None, uid, f"the body is nested more than {MAX_DEPTH} levels deep")), _kind=kind)
         if not self.server.ready():
@@ -314,9 +344,11 @@ class _Handler(BaseHTTPRequestHandler):
 
 def serve(address: tuple[str, int], tls: ssl.SSLContext | ReloadingTLS | None, routes: dict[str, Route],
           ready: Callable[[], bool], metrics: Metrics, not_ready_reason: Callable[[], str] = lambda: "",
-          ) -> WebhookServer:
-    """A server bound to `address` (port 0: any free port), not yet serving."""
-    return WebhookServer(address, tls, routes, ready, metrics, not_ready_reason)
+          timeout: float = TIMEOUT) -> WebhookServer:
+    """A server bound to `address` (port 0: any free port), not yet serving;
+    each request is decided within `timeout` (the configuration's
+    timeoutSeconds) less a margin (cozyrender.webhook.deadline)."""
+    return WebhookServer(address, tls, routes, ready, metrics, not_ready_reason, timeout)
 
 
 __all__ = ["MAX_BODY", "MAX_DEPTH", "ReloadingTLS", "Route", "WebhookServer", "serve", "tls_context"]

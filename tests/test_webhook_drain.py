@@ -1,0 +1,134 @@
+"""Stopping refuses nothing (issue 34 item 4, the webhook's side): on
+SIGTERM `/readyz` turns 503 first, the listener keeps answering requests in
+flight and new ones for the drain period, then stops; over real TLS, and
+through `cozyrender webhook` itself."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from test_budgets_builders import vm
+from test_webhook_admission import review
+from test_webhook_cli import ROOT, free_port, kubeconfig
+from webhook_certs import make_certs
+
+from cozyrender.webhook.metrics import Metrics
+from cozyrender.webhook.server import serve, tls_context
+
+WRITE = vm("tenant-a", "v", [{"class": "a100", "count": 1}])
+
+
+def _answer(body) -> dict:
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": body["request"]["uid"], "allowed": True}}
+
+
+def test_draining_is_unready_and_answers_every_request_until_the_listener_closes(tmp_path: Path) -> None:
+    files = make_certs(tmp_path)
+    release = threading.Event()
+
+    def route(body):
+        if body["request"]["uid"] == "slow":
+            release.wait(30)
+        return _answer(body)
+
+    server = serve(("127.0.0.1", 0), tls_context(str(files["cert"]), str(files["key"])), {"/validate": route},
+                   lambda: True, Metrics())
+    thread = server.serve_in_thread()
+    context = ssl.create_default_context(cafile=str(files["ca"]))
+
+    def connection() -> http.client.HTTPSConnection:
+        return http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
+
+    def post(conn, uid: str) -> dict:
+        conn.request("POST", "/validate", json.dumps(review(WRITE, uid=uid)).encode(),
+                     {"Content-Type": "application/json"})
+        return json.loads(conn.getresponse().read())
+
+    def readyz() -> tuple[int, bytes]:
+        conn = connection()
+        conn.request("GET", "/readyz")
+        response = conn.getresponse()
+        out = response.status, response.read()
+        conn.close()
+        return out
+
+    try:
+        assert readyz()[0] == 200
+        kept = connection()  # a keep-alive connection opened before the stop
+        assert post(kept, "before")["response"]["allowed"]
+        slow: list = []
+        in_flight = threading.Thread(target=lambda: slow.append(post(connection(), "slow")))
+        in_flight.start()
+        stopper = server.stop_after(2.0)
+        status, text = readyz()
+        assert status == 503 and b"shutting down" in text
+        assert post(kept, "during-kept")["response"]["allowed"]  # the old connection, a new request
+        assert post(connection(), "during-new")["response"]["allowed"]  # a new connection
+        release.set()
+        in_flight.join(30)
+        assert slow and slow[0]["response"]["uid"] == "slow" and slow[0]["response"]["allowed"]
+        stopper.join(30)
+        assert server.drain(10)
+        thread.join(10)
+        server.server_close()
+        with pytest.raises(OSError):
+            post(connection(), "after")
+    finally:
+        release.set()
+        server.server_close()
+
+
+def test_sigterm_turns_unready_then_stops_after_the_drain(tmp_path: Path) -> None:
+    files = make_certs(tmp_path)
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "cozyrender", "webhook", "--listen", f"127.0.0.1:{port}",
+                             "--tls-cert", str(files["cert"]), "--tls-key", str(files["key"]),
+                             "--kubeconfig", str(kubeconfig(tmp_path, free_port())), "--drain-seconds", "3"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    context = ssl.create_default_context(cafile=str(files["ca"]))
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"https://127.0.0.1:{port}/healthz", context=context, timeout=5)
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while True:  # the signal is handled between two bytecodes of the main thread: soon
+            try:
+                urllib.request.urlopen(f"https://127.0.0.1:{port}/readyz", context=context, timeout=5)
+            except urllib.error.HTTPError as err:
+                if b"shutting down" in err.read():
+                    break
+            assert time.monotonic() < deadline, "not draining"
+            time.sleep(0.1)
+        # Still listening, and still answering an AdmissionReview (here: refused, the cache never synced).
+        request = urllib.request.Request(f"https://127.0.0.1:{port}/validate", method="POST",
+                                         data=json.dumps(review(WRITE, uid="draining")).encode(),
+                                         headers={"Content-Type": "application/json"})
+        answer = json.loads(urllib.request.urlopen(request, context=context, timeout=5).read())
+        assert answer["response"]["uid"] == "draining"
+        out, errors = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, errors
+    assert "stopping: not ready, answering for 3 s more" in errors and "Traceback" not in errors
