@@ -394,6 +394,53 @@ def test_helm_upgrade_during_writes_rolls_the_pods_and_admits_no_more(plane, api
     plane.node.webhook_values = values
 
 
+def test_rollouts_and_an_upgrade_refuse_no_fitting_write(plane, api):
+    """Issue 34 item 4, as a tenant's automation writes: every 0.3 s a VM of one GPU is created
+    and the one before it deleted (never more than two stored, budget 4: every create fits),
+    through two `kubectl rollout restart`s of the webhook and a `helm upgrade` that rolls its
+    pods. No create is tried again: each must be admitted at once (preStop, readiness turned
+    false before the listener stops, in-flight requests served, no ghost reservations)."""
+    namespace = make_tenant(api, "churn", {A100: 4})
+    wait_cached_tenant(plane, namespace)
+    refused: list[str] = []
+    created: list[str] = []
+    done = threading.Event()
+
+    def churn() -> None:
+        local = KubeAPI(plane)
+        i = 0
+        while not done.is_set():
+            name = f"c{i:04d}"
+            status, body = local.create(apps_path("vminstances", namespace), vm_body(namespace, name, 1))
+            if status == 201:
+                created.append(name)
+                if len(created) > 1:
+                    local.delete(apps_path("vminstances", namespace, created[-2]))
+            else:
+                refused.append(f"{name}: {status} {body.get('message', body)[:300]}")
+            i += 1
+            time.sleep(0.3)
+
+    writer = threading.Thread(target=churn)
+    writer.start()
+    try:
+        for _ in range(2):
+            plane.kubectl("-n", NAMESPACE, "rollout", "restart", f"deployment/{RELEASE}")
+            plane.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{RELEASE}", "--timeout=300s",
+                          timeout=320)
+        values = {**plane.node.webhook_values, "reservationTTL": 62}
+        plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE,
+                        "--wait", "--timeout", "5m", values=values)
+        plane.node.webhook_values = values
+        wait_for("the upgraded Deployment settled", lambda: deployment_settled(plane))
+        time.sleep(3)
+    finally:
+        done.set()
+        writer.join(30)
+    assert len(created) > 50, created  # the writes kept coming through all of it
+    assert refused == [], refused
+
+
 def test_a_pod_that_cannot_sync_its_cache_is_never_ready_and_gets_no_requests(plane, api):
     """A rollout whose new pod cannot reach the API server (a wrong port): it never syncs, so
     never turns Ready, is kept out of the Service's ready endpoints, and every write goes to
