@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries controlplane flux-controllers cluster cluster-down cluster-injection-on cluster-injection-off wheelhouse chromium prometheus screenshot demo test bench dist clean image node-packages node certmanager FORCE
+.PHONY: venv binaries controlplane flux-controllers cluster cluster-down cluster-injection-on cluster-injection-off wheelhouse chromium prometheus screenshot demo test test-fast bench dist clean image node-packages node certmanager FORCE
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -182,8 +182,26 @@ prometheus: $(PROMETHEUS)
 $(PROMETHEUS):
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
 
+# The whole suite, on PYTEST_WORKERS pytest-xdist workers (`--dist loadgroup`: the groups that
+# tests/conftest.py gives keep each module, each session plane and the one node on one worker).
+# It writes the JUnit report build/test-report.xml (each test's setup + call + teardown, and
+# each plane's start as the property `plane-start`), prints pytest's slowest tests, and writes
+# the per-module table build/test-times.md (tools/test_times.py), also when a test fails.
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
+TEST_REPORT := build/test-report.xml
 test: venv binaries controlplane flux-controllers wheelhouse chromium prometheus image node certmanager
-	$(PY) -m pytest
+	@mkdir -p build
+	$(PY) -m pytest $(PYTEST_XDIST) --durations=30 --junitxml=$(TEST_REPORT); status=$$?; \
+	  $(PY) tools/test_times.py $(TEST_REPORT) > build/test-times.md && head -1 build/test-times.md; exit $$status
+
+# The inner loop: every test that starts no live plane or process (no kube-apiserver, node,
+# Flux, container, Chromium; no `make image`), by the `live` marker tests/conftest.py applies
+# from the fixtures a test uses. Needs only the venv, the pinned helm/kubectl, the wheelhouse
+# (the wheel test's offline install) and Debian's promtool.
+test-fast: venv binaries wheelhouse prometheus
+	@mkdir -p build
+	$(PY) -m pytest -m "not live" $(PYTEST_XDIST) --durations=15 --junitxml=build/test-fast-report.xml
 
 bench: venv binaries chromium
 	$(PY) -m compileall -q cozyrender

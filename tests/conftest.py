@@ -1,12 +1,31 @@
-"""Shared fixtures: the repository layout and the pinned binaries.
+"""Shared fixtures: the repository layout, the pinned binaries, the session's
+control planes, and the markers that sort the suite by what a test starts.
 
 The binaries come from `make binaries` (tools/fetch_binaries.py). A missing
 binary is an error, never a skip: CI must run every test.
+
+Markers are applied here, never by hand, from the source of the test and of
+every fixture it uses (LIVE_STARTERS): a new live test is marked `live` by the
+plane, container, browser or image it uses, so `make test-fast` (`-m "not
+live"`) leaves it out without anyone remembering to mark it; one that starts the
+node (`node=True`) is marked `node` too. A control plane started by a test not
+marked `live` (a starter this table does not know) fails that test, naming the
+table. Under pytest-xdist (`make test`: `--dist loadgroup`) every test gets an
+`xdist_group`: the node's tests share one group (the machine has one node), the
+users of a session plane (`apiserver`, `cluster`) one group per plane (started
+once, not once per worker), and every other test its module's group (its
+module-scoped fixtures run once, on one worker). Each plane's start time is
+written into the JUnit report as the property `plane-start`
+(tools/test_times.py).
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+import re
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +105,93 @@ def cluster(tmp_path_factory):
     plane = _control_plane(tmp_path_factory, 2)
     yield plane
     plane.stop()
+
+
+# --------------------------------------------------------------- markers and groups
+
+# What makes a test live, read in the source of the test and of the fixtures it uses.
+LIVE_STARTERS = {
+    "a control plane (tools/controlplane)": re.compile(r"\b(ControlPlane|start_plane|_control_plane)\("),
+    "a runc container": re.compile(r"\bContainer\("),
+    "Chromium (Playwright)": re.compile(r"\bsync_playwright\("),
+    "the image `make image` builds": re.compile(r"cozyrender-image\b"),
+}
+NODE_STARTER = re.compile(r"\bnode=True\b")
+SESSION_PLANES = ("apiserver", "cluster")  # the session fixtures below: one xdist group each
+_SOURCES: dict = {}
+_CURRENT: list = [None]  # the test being set up, run or torn down (whose fixture starts a plane)
+
+
+def _source(func) -> str:
+    if func not in _SOURCES:
+        try:
+            _SOURCES[func] = inspect.getsource(func)
+        except (OSError, TypeError):
+            _SOURCES[func] = ""
+    return _SOURCES[func]
+
+
+def _used_functions(item) -> list:
+    functions = [getattr(item, "function", None)]
+    for name in item.fixturenames:
+        functions += [definition.func for definition in item._fixtureinfo.name2fixturedefs.get(name, ())]
+    return [f for f in functions if f is not None]
+
+
+def live_reasons(item) -> list[str]:
+    """What `item` starts, by the starters' patterns (empty for a test that starts nothing)."""
+    sources = [_source(f) for f in _used_functions(item)]
+    return [what for what, pattern in LIVE_STARTERS.items() if any(pattern.search(s) for s in sources)]
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if live_reasons(item):
+            item.add_marker(pytest.mark.live)
+        if any(NODE_STARTER.search(_source(f)) for f in _used_functions(item)):
+            item.add_marker(pytest.mark.node)
+        if item.get_closest_marker("xdist_group"):
+            continue
+        planes = [name for name in SESSION_PLANES  # this file's fixture, not a parameter of that name
+                  if any(inspect.getsourcefile(d.func) == __file__ for d in item._fixtureinfo.name2fixturedefs.get(name, ()))]
+        group = ("node" if item.get_closest_marker("node") else "plane-" + "+".join(planes) if planes
+                 else item.nodeid.split("::", 1)[0])
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _CURRENT[0] = item
+    try:
+        return (yield)
+    finally:
+        _CURRENT[0] = None
+
+
+def pytest_configure(config):
+    """Every ControlPlane.start: refused for a test not marked live, timed into the report."""
+    sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
+    import cluster
+
+    start = cluster.ControlPlane.start
+    if getattr(start, "timed_by_conftest", False):
+        return
+
+    def timed_start(plane):
+        item = _CURRENT[0]
+        if item is not None and not item.get_closest_marker("live"):
+            raise RuntimeError(f"{item.nodeid} starts a control plane but is not marked live: teach "
+                               "tests/conftest.py LIVE_STARTERS how it starts it")
+        if item is not None and plane.with_node and not item.get_closest_marker("node"):
+            raise RuntimeError(f"{item.nodeid} starts the node but is not marked node (NODE_STARTER)")
+        began = time.monotonic()
+        try:
+            return start(plane)
+        finally:
+            if item is not None:
+                kind = "+".join(["node"] * plane.with_node + ["flux"] * plane.flux) or "control plane"
+                item.user_properties.append(("plane-start", f"{plane.dir.name} {kind} "
+                                             f"{plane.webhook_replicas} {time.monotonic() - began:.2f}"))
+
+    timed_start.timed_by_conftest = True
+    cluster.ControlPlane.start = timed_start
