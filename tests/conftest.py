@@ -144,6 +144,7 @@ def live_reasons(item) -> list[str]:
     return [what for what, pattern in LIVE_STARTERS.items() if any(pattern.search(s) for s in sources)]
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's loadgroup reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if live_reasons(item):
@@ -157,6 +158,15 @@ def pytest_collection_modifyitems(config, items):
         group = ("node" if item.get_closest_marker("node") else "plane-" + "+".join(planes) if planes
                  else item.nodeid.split("::", 1)[0])
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_xdist_node_collection_finished(node, ids):
+    """A run whose groups xdist lost (pytest-xdist issue 1386: pytest 9.2 with xdist 3.8) is refused,
+    said on the controller: two node tests on two workers would each claim the machine's one node.
+    Every test has a group here, and loadgroup sends it as the ID's `@group` suffix."""
+    if node.config.getoption("dist", None) == "loadgroup" and ids and not any("@" in i for i in ids):
+        raise pytest.UsageError(f"pytest-xdist's --dist loadgroup lost the tests' groups ({ids[0]} has none): "
+                                "see the pytest pin in pyproject.toml")
 
 
 @pytest.hookimpl(wrapper=True)

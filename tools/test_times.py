@@ -4,7 +4,8 @@ Rule: a test's time is the report's (setup + call + teardown), so a module's fir
 the start of its module-scoped plane, and the first user of a session plane (`apiserver`,
 `cluster`) carries that plane's start. The table sums them per module, largest first, with the
 live planes each start recorded (the `plane-start` property tests/conftest.py writes: folder,
-kind, webhook replicas, seconds) and the slowest tests. Under pytest-xdist the sum of the tests'
+kind, webhook replicas, seconds) and the slowest tests. A name's `@group` suffix (xdist's
+loadgroup) is dropped. Under pytest-xdist the sum of the tests'
 times is more than the run's wall time (the workers overlap); both are printed.
 
     python tools/test_times.py build/test-report.xml [--top 25] [--modules 40]
@@ -37,7 +38,7 @@ def read_report(path: Path) -> tuple[list[dict], float]:
         for case in suite.iter("testcase"):
             outcome = next((child.tag for child in case if child.tag in ("failure", "error", "skipped")), "passed")
             planes = [prop.get("value", "") for prop in case.iter("property") if prop.get("name") == "plane-start"]
-            cases.append({"module": module_of(case.get("classname") or "?"), "name": case.get("name") or "?",
+            cases.append({"module": module_of(case.get("classname") or "?"), "name": (case.get("name") or "?").split("@")[0],
                           "seconds": float(case.get("time") or 0), "outcome": outcome, "planes": planes})
     return cases, wall
 
