@@ -31,6 +31,14 @@ $(BIN)/.fetched: tools/fetch_binaries.py | $(VENV)/.installed
 	$(PY) tools/fetch_binaries.py $(BIN)
 	touch $@
 
+# Build once (tools/cached_build.py): each Go binary is rebuilt only when the digest of its inputs
+# (its Go module's files, the build command, the Go version) changed, never for a file's
+# timestamp (a fresh clone's are all new). What is built is also kept in BUILD_STORE by that
+# digest, so another clone on this machine (CI's, a worktree's) copies it instead of building it
+# again, only for identical inputs; `make BUILD_STORE=` keeps nothing outside the clone.
+BUILD_STORE ?= $(HOME)/.cache/cozyrender-build
+CACHED_BUILD = $(PYTHON) tools/cached_build.py $(notdir $@) --store "$(BUILD_STORE)" --key "$$(go env GOVERSION)" --out $@
+
 # The test control plane, built from Go modules (tools/controlplane/*/go.mod) and reused once
 # built: kube-apiserver and kube-controller-manager v1.35.4 (k8s.io/kubernetes, staging modules
 # pinned to v0.35.4) and etcd v3.6 (go.etcd.io/etcd/server/v3). Measured on 2 cores with the
@@ -40,13 +48,14 @@ GO_LDFLAGS := -s -w
 KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.35.4 \
   -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
 controlplane: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/etcd
-$(BIN)/kube-apiserver $(BIN)/kube-controller-manager: $(BIN)/%: tools/controlplane/kubernetes/go.mod tools/controlplane/kubernetes/go.sum
-	mkdir -p $(BIN)
-	cd tools/controlplane/kubernetes && go build -trimpath -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" \
-	  -o $(abspath $@) k8s.io/kubernetes/cmd/$*
-$(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools/controlplane/etcd/main.go
-	mkdir -p $(BIN)
-	cd tools/controlplane/etcd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
+$(BIN)/kube-apiserver $(BIN)/kube-controller-manager: $(BIN)/%: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/controlplane/kubernetes -- 'cd tools/controlplane/kubernetes && go build -trimpath \
+	  -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" -o $(abspath $@) k8s.io/kubernetes/cmd/$*'
+$(BIN)/etcd: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/controlplane/etcd -- \
+	  'cd tools/controlplane/etcd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .'
 
 # The test node's binaries: kubelet and kube-scheduler v1.35.4 from the same k8s.io/kubernetes
 # module as kube-apiserver (tools/controlplane/kubernetes), and the GPU device plugin
@@ -54,13 +63,14 @@ $(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools
 # shared 2 cores with the modules and the apiserver's packages cached: kubelet 1 min 55 s,
 # kube-scheduler 26 s, device plugin 10 s.
 node: $(BIN)/kubelet $(BIN)/kube-scheduler $(BIN)/cozyrender-deviceplugin node-packages
-$(BIN)/kubelet $(BIN)/kube-scheduler: $(BIN)/%: tools/controlplane/kubernetes/go.mod tools/controlplane/kubernetes/go.sum
-	mkdir -p $(BIN)
-	cd tools/controlplane/kubernetes && go build -trimpath -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" \
-	  -o $(abspath $@) k8s.io/kubernetes/cmd/$*
-$(BIN)/cozyrender-deviceplugin: tools/node/deviceplugin/go.mod tools/node/deviceplugin/go.sum tools/node/deviceplugin/main.go
-	mkdir -p $(BIN)
-	cd tools/node/deviceplugin && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
+$(BIN)/kubelet $(BIN)/kube-scheduler: $(BIN)/%: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/controlplane/kubernetes -- 'cd tools/controlplane/kubernetes && go build -trimpath \
+	  -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" -o $(abspath $@) k8s.io/kubernetes/cmd/$*'
+$(BIN)/cozyrender-deviceplugin: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/node/deviceplugin -- \
+	  'cd tools/node/deviceplugin && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .'
 
 # cert-manager v1.21.2's controller and cainjector (tools/certmanager): the Go module proxy serves
 # the library module github.com/cert-manager/cert-manager but not its command modules
@@ -75,9 +85,10 @@ CERT_MANAGER_CRDS := .cache/cert-manager-crds
 CERT_MANAGER_GO := tools/certmanager/go.mod tools/certmanager/go.sum
 certmanager: $(BIN)/cert-manager-controller $(BIN)/cert-manager-cainjector $(CERT_MANAGER_CRDS)/.copied \
   $(DIST)/cert-manager-controller-image/index.json
-$(BIN)/cert-manager-controller $(BIN)/cert-manager-cainjector: $(BIN)/cert-manager-%: $(CERT_MANAGER_GO) tools/certmanager/%/main.go
-	mkdir -p $(BIN)
-	cd tools/certmanager && CGO_ENABLED=0 go build -trimpath -ldflags "$(GO_LDFLAGS) -buildid=" -o $(abspath $@) ./$*
+$(BIN)/cert-manager-controller $(BIN)/cert-manager-cainjector: $(BIN)/cert-manager-%: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in $(CERT_MANAGER_GO) tools/certmanager/$* -- \
+	  'cd tools/certmanager && CGO_ENABLED=0 go build -trimpath -ldflags "$(GO_LDFLAGS) -buildid=" -o $(abspath $@) ./$*'
 $(CERT_MANAGER_CRDS)/.copied: $(CERT_MANAGER_GO)
 	rm -rf $(CERT_MANAGER_CRDS) && mkdir -p $(CERT_MANAGER_CRDS)
 	cd tools/certmanager && dir=$$(go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager) && \
@@ -109,9 +120,11 @@ cluster-injection-on cluster-injection-off: cluster-%:
 # the first build takes about 8 minutes on 2 cores (downloads included).
 FLUX_CRDS := .cache/flux-crds
 flux-controllers: $(FLUX_CRDS)/.built
-$(FLUX_CRDS)/.built: tools/controlplane/helm-controller/go.mod tools/controlplane/helm-controller/build.sh
-	tools/controlplane/helm-controller/build.sh $(BIN) $(FLUX_CRDS)
-	touch $@
+$(FLUX_CRDS)/.built: FORCE
+	@mkdir -p $(BIN) $(FLUX_CRDS)
+	@$(PYTHON) tools/cached_build.py flux-controllers --store "$(BUILD_STORE)" --key "$$(go env GOVERSION)" \
+	  --out $@ $(BIN)/helm-controller $(FLUX_CRDS) --in tools/controlplane/helm-controller -- \
+	  'tools/controlplane/helm-controller/build.sh $(BIN) $(FLUX_CRDS) && touch $@'
 
 wheelhouse: $(WHEELHOUSE)/.fetched
 $(WHEELHOUSE)/.fetched: pyproject.toml | $(VENV)/.installed
