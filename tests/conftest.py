@@ -11,8 +11,8 @@ live"`) leaves it out without anyone remembering to mark it; one that starts the
 node (`node=True`) is marked `node` too. A control plane started by a test not
 marked `live` (a starter this table does not know) fails that test, naming the
 table. Under pytest-xdist (`make test`: `--dist loadgroup`) every test gets an
-`xdist_group`: the node's tests share one group (the machine has one node), the
-users of a session plane (`apiserver`, `cluster`) one group per plane (started
+`xdist_group`: the node's tests share one group (the machine has one node), so do
+the tests that share other machine-wide state (SHARED_STATE), the users of a session plane (`apiserver`, `cluster`) one group per plane (started
 once, not once per worker), and every other test its module's group (its
 module-scoped fixtures run once, on one worker). Each plane's start time is
 written into the JUnit report as the property `plane-start`
@@ -117,6 +117,11 @@ LIVE_STARTERS = {
     "the image `make image` builds": re.compile(r"cozyrender-image\b"),
 }
 NODE_STARTER = re.compile(r"\bnode=True\b")
+# Machine-wide state besides the node, one xdist group each: modules that use it never overlap.
+SHARED_STATE = {
+    # setuptools builds in the checkout itself (build/, cozyrender.egg-info): `make dist`, the image's wheel
+    "checkout-build": re.compile(r'"make", "-s", "dist"|"build\.py"|"-m", "build"'),
+}
 SESSION_PLANES = ("apiserver", "cluster")  # the session fixtures below: one xdist group each
 _SOURCES: dict = {}
 _CURRENT: list = [None]  # the test being set up, run or torn down (whose fixture starts a plane)
@@ -153,10 +158,12 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.node)
         if item.get_closest_marker("xdist_group"):
             continue
+        shared = [name for name, pattern in SHARED_STATE.items()  # anywhere in the module: its helpers too
+                  if pattern.search(_source(getattr(item, "module", None)))]
         planes = [name for name in SESSION_PLANES  # this file's fixture, not a parameter of that name
                   if any(inspect.getsourcefile(d.func) == __file__ for d in item._fixtureinfo.name2fixturedefs.get(name, ()))]
-        group = ("node" if item.get_closest_marker("node") else "plane-" + "+".join(planes) if planes
-                 else item.nodeid.split("::", 1)[0])
+        group = ("node" if item.get_closest_marker("node") else shared[0] if shared
+                 else "plane-" + "+".join(planes) if planes else item.nodeid.split("::", 1)[0])
         item.add_marker(pytest.mark.xdist_group(group))
 
 

@@ -2,7 +2,8 @@
 
 - tests/conftest.py marks a test `live` from what it and its fixtures start (a new live test is
   caught unmarked), `node` when it starts the node, and gives every test an xdist group: the
-  node's tests one, each session plane's users one, every other test its module's; a control
+  node's tests one, the modules building in the checkout one, each session plane's users one,
+  every other test its module's; a control
   plane started by a test not marked live is refused before anything starts.
 - tools/test_times.py turns the JUnit report into the per-module table, with each plane's start.
 - tools/cached_build.py rebuilds only when its inputs' bytes change, never for a timestamp, and a
@@ -66,7 +67,8 @@ def test_every_test_has_its_group(tmp_path):
            "GROUPS_OUT": str(tmp_path / "groups.json")}
     result = pytest_run("--collect-only", "-q", "-p", "groups_plugin", "tests/test_node_cluster.py",
                         "tests/test_node_certmanager.py", "tests/test_webhook_ledger_live.py",
-                        "tests/test_cluster_helm.py", "tests/test_yamledit.py", env=env)
+                        "tests/test_cluster_helm.py", "tests/test_yamledit.py", "tests/test_image.py",
+                        "tests/test_packaging.py", env=env)
     assert result.returncode == 0, result.stdout + result.stderr
     groups = json.loads((tmp_path / "groups.json").read_text())
     by_module: dict[str, set] = {}
@@ -76,6 +78,8 @@ def test_every_test_has_its_group(tmp_path):
     assert by_module["tests/test_webhook_ledger_live.py"] == {"plane-cluster"}
     assert "plane-apiserver" in by_module["tests/test_cluster_helm.py"]
     assert by_module["tests/test_yamledit.py"] == {"tests/test_yamledit.py"}
+    # both build in the checkout's build/ (setuptools): never at once
+    assert by_module["tests/test_image.py"] == by_module["tests/test_packaging.py"] == {"checkout-build"}
 
 
 def test_a_plane_started_by_a_test_not_marked_live_is_refused(tmp_path):
