@@ -167,6 +167,7 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(pytest.mark.xdist_group(group))
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a run without xdist
 def pytest_xdist_node_collection_finished(node, ids):
     """A run whose groups xdist lost (pytest-xdist issue 1386: pytest 9.2 with xdist 3.8) is refused,
     said on the controller: two node tests on two workers would each claim the machine's one node.
