@@ -14,7 +14,8 @@ table. Under pytest-xdist (`make test`: `--dist loadgroup`) every test gets an
 `xdist_group`: the node's tests share one group (the machine has one node), so do
 the tests that share other machine-wide state (SHARED_STATE), the users of a session plane (`apiserver`, `cluster`) one group per plane (started
 once, not once per worker), and every other test its module's group (its
-module-scoped fixtures run once, on one worker). Each plane's start time is
+module-scoped fixtures run once, on one worker), and the groups that wait on live
+planes run first, the node's before all. Each plane's start time is
 written into the JUnit report as the property `plane-start`
 (tools/test_times.py).
 """
@@ -165,6 +166,11 @@ def pytest_collection_modifyitems(config, items):
         group = ("node" if item.get_closest_marker("node") else shared[0] if shared
                  else "plane-" + "+".join(planes) if planes else item.nodeid.split("::", 1)[0])
         item.add_marker(pytest.mark.xdist_group(group))
+    # The node's group, then the others that wait on live planes, first (xdist hands the groups out
+    # in this order): the long ones start at once and the short ones fill the gaps after them.
+    waiting = {item.get_closest_marker("xdist_group").args[0] for item in items if item.get_closest_marker("live")}
+    items.sort(key=lambda item: (item.get_closest_marker("xdist_group").args[0] not in waiting,
+                                 item.get_closest_marker("xdist_group").args[0] != "node"))
 
 
 @pytest.hookimpl(optionalhook=True)  # xdist's hook: unknown to a run without xdist
