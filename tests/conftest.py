@@ -10,13 +10,15 @@ plane, container, browser or image it uses, so `make test-fast` (`-m "not
 live"`) leaves it out without anyone remembering to mark it; one that starts the
 node (`node=True`) is marked `node` too. A control plane started by a test not
 marked `live` (a starter this table does not know) fails that test, naming the
-table. Under pytest-xdist (`make test`: `--dist loadgroup`) every test gets an
-`xdist_group`: the node's tests share one group (the machine has one node), so do
-the tests that share other machine-wide state (SHARED_STATE), the users of a session plane (`apiserver`, `cluster`) one group per plane (started
-once, not once per worker), and every other test its module's group (its
-module-scoped fixtures run once, on one worker), and the groups that wait on live
-planes run first, the node's before all. Each plane's start time is
-written into the JUnit report as the property `plane-start`
+table.
+
+Under pytest-xdist (`make test`: `--dist loadgroup`) every test gets an
+`xdist_group`: the node's tests share one (the machine has one node), so do the
+modules sharing other machine-wide state (SHARED_STATE); the users of a session
+plane (`apiserver`, `cluster`) one per plane, started once, not once per worker;
+every other test its module's, whose module-scoped fixtures then run once. The
+groups that wait on live planes run first, the node's before all. Each plane's
+start time goes into the JUnit report as the property `plane-start`
 (tools/test_times.py).
 """
 
