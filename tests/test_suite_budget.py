@@ -12,11 +12,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import ROOT
 
@@ -26,60 +29,56 @@ def pytest_run(*args: str, cwd: Path = ROOT, env: dict | None = None) -> subproc
                           capture_output=True, text=True, timeout=300, env=env)
 
 
-def collected(*args: str) -> list[str]:
-    result = pytest_run("--collect-only", "-q", *args)
-    assert result.returncode in (0, 5), result.stdout + result.stderr
-    return [line for line in result.stdout.splitlines() if "::" in line]
-
-
-# ---------------------------------------------------------------- markers and groups
-
-def test_the_live_marker_follows_the_fixtures_a_test_uses():
-    modules = ["tests/test_webhook_live.py", "tests/test_node_cluster.py", "tests/test_tree_html.py",
-               "tests/test_yamledit.py", "tests/test_postrender.py"]
-    everything = collected(*modules)
-    live = collected("-m", "live", *modules)
-    node = collected("-m", "node", *modules)
-    by_module = {m: {t for t in everything if t.startswith(m)} for m in modules}
-    # every test of a plane's module uses its plane; the browser's tests use Chromium
-    for module in ("tests/test_webhook_live.py", "tests/test_node_cluster.py"):
-        assert by_module[module] and by_module[module] <= set(live), module
-    assert {t for t in live if t.startswith("tests/test_tree_html.py")}
-    assert not {t for t in live if t.startswith(("tests/test_yamledit.py", "tests/test_postrender.py"))}
-    # (test_postrender has tests with a parameter named `cluster`: a name alone makes nothing live)
-    assert set(node) == by_module["tests/test_node_cluster.py"]
-
-
-GROUPS_PLUGIN = """
+COLLECT_PLUGIN = """
 import json, os
 def pytest_collection_finish(session):
-    groups = {item.nodeid: item.get_closest_marker("xdist_group").args[0] for item in session.items}
-    with open(os.environ["GROUPS_OUT"], "w") as out:
-        json.dump(groups, out)
+    found = {item.nodeid: [item.get_closest_marker("xdist_group").args[0], bool(item.get_closest_marker("live")),
+                           bool(item.get_closest_marker("node"))] for item in session.items}
+    with open(os.environ["COLLECTED_OUT"], "w") as out:
+        json.dump(found, out)
 """
+MODULES = ["tests/test_webhook_live.py", "tests/test_node_cluster.py", "tests/test_node_certmanager.py",
+           "tests/test_tree_html.py", "tests/test_yamledit.py", "tests/test_postrender.py",
+           "tests/test_webhook_ledger_live.py", "tests/test_cluster_helm.py", "tests/test_image.py",
+           "tests/test_packaging.py"]
 
 
-def test_every_test_has_its_group(tmp_path):
-    import json
-
-    (tmp_path / "groups_plugin.py").write_text(GROUPS_PLUGIN)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)]),
-           "GROUPS_OUT": str(tmp_path / "groups.json")}
-    result = pytest_run("--collect-only", "-q", "-p", "groups_plugin", "tests/test_node_cluster.py",
-                        "tests/test_node_certmanager.py", "tests/test_webhook_ledger_live.py",
-                        "tests/test_cluster_helm.py", "tests/test_yamledit.py", "tests/test_image.py",
-                        "tests/test_packaging.py", env=env)
+@pytest.fixture(scope="module")
+def collection(tmp_path_factory) -> dict[str, dict[str, list]]:
+    """module -> {test id: [xdist group, live, node]}, as one collection of MODULES gives them."""
+    folder = tmp_path_factory.mktemp("collect")
+    (folder / "collect_plugin.py").write_text(COLLECT_PLUGIN)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), str(ROOT)]),
+           "COLLECTED_OUT": str(folder / "collected.json")}
+    result = pytest_run("--collect-only", "-q", "-p", "collect_plugin", *MODULES, env=env)
     assert result.returncode == 0, result.stdout + result.stderr
-    groups = json.loads((tmp_path / "groups.json").read_text())
-    by_module: dict[str, set] = {}
-    for nodeid, group in groups.items():
-        by_module.setdefault(nodeid.split("::")[0], set()).add(group)
-    assert by_module["tests/test_node_cluster.py"] == by_module["tests/test_node_certmanager.py"] == {"node"}
-    assert by_module["tests/test_webhook_ledger_live.py"] == {"plane-cluster"}
-    assert "plane-apiserver" in by_module["tests/test_cluster_helm.py"]
-    assert by_module["tests/test_yamledit.py"] == {"tests/test_yamledit.py"}
+    by_module: dict[str, dict[str, list]] = {}
+    for nodeid, marks in json.loads((folder / "collected.json").read_text()).items():
+        by_module.setdefault(nodeid.split("::")[0], {})[nodeid] = marks
+    assert set(by_module) == set(MODULES)
+    return by_module
+
+
+def test_the_live_marker_follows_the_fixtures_a_test_uses(collection):
+    # every test of a plane's module uses its plane; the browser's tests use Chromium
+    for module in ("tests/test_webhook_live.py", "tests/test_node_cluster.py"):
+        assert all(live for _, live, _ in collection[module].values()), module
+    assert any(live for _, live, _ in collection["tests/test_tree_html.py"].values())
+    # (test_postrender has tests with a parameter named `cluster`: a name alone makes nothing live)
+    for module in ("tests/test_yamledit.py", "tests/test_postrender.py"):
+        assert not any(live or node for _, live, node in collection[module].values()), module
+    noded = {nodeid for tests in collection.values() for nodeid, (_, _, node) in tests.items() if node}
+    assert noded == set(collection["tests/test_node_cluster.py"]) | set(collection["tests/test_node_certmanager.py"])
+
+
+def test_every_test_has_its_group(collection):
+    groups = {module: {group for group, _, _ in tests.values()} for module, tests in collection.items()}
+    assert groups["tests/test_node_cluster.py"] == groups["tests/test_node_certmanager.py"] == {"node"}
+    assert groups["tests/test_webhook_ledger_live.py"] == {"plane-cluster"}
+    assert "plane-apiserver" in groups["tests/test_cluster_helm.py"]
+    assert groups["tests/test_yamledit.py"] == {"tests/test_yamledit.py"}
     # both build in the checkout's build/ (setuptools): never at once
-    assert by_module["tests/test_image.py"] == by_module["tests/test_packaging.py"] == {"checkout-build"}
+    assert groups["tests/test_image.py"] == groups["tests/test_packaging.py"] == {"checkout-build"}
 
 
 def test_a_plane_started_by_a_test_not_marked_live_is_refused(tmp_path):
