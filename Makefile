@@ -17,7 +17,7 @@ DIST       := dist
 # Helm's own state for `make dist`, kept out of the user's home.
 HELM_TMP   := $(abspath build/helm-home)
 
-.PHONY: venv binaries controlplane aggapi flux-controllers cluster cluster-down cluster-injection-on cluster-injection-off wheelhouse chromium prometheus screenshot demo test bench dist clean image node-packages node certmanager FORCE
+.PHONY: venv binaries controlplane aggapi flux-controllers cluster cluster-down cluster-injection-on cluster-injection-off wheelhouse chromium prometheus screenshot demo test test-fast bench dist clean image node-packages node certmanager FORCE
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
@@ -31,6 +31,14 @@ $(BIN)/.fetched: tools/fetch_binaries.py | $(VENV)/.installed
 	$(PY) tools/fetch_binaries.py $(BIN)
 	touch $@
 
+# Build once (tools/cached_build.py): each Go binary is rebuilt only when the digest of its inputs
+# (its Go module's files, the build command, the Go version) changed, never for a file's
+# timestamp (a fresh clone's are all new). What is built is also kept in BUILD_STORE by that
+# digest, so another clone on this machine (CI's, a worktree's) copies it instead of building it
+# again, only for identical inputs; `make BUILD_STORE=` keeps nothing outside the clone.
+BUILD_STORE ?= $(HOME)/.cache/cozyrender-build
+CACHED_BUILD = $(PYTHON) tools/cached_build.py $(notdir $@) --store "$(BUILD_STORE)" --key "$$(go env GOVERSION)" --out $@
+
 # The test control plane, built from Go modules (tools/controlplane/*/go.mod) and reused once
 # built: kube-apiserver and kube-controller-manager v1.35.4 (k8s.io/kubernetes, staging modules
 # pinned to v0.35.4) and etcd v3.6 (go.etcd.io/etcd/server/v3). Measured on 2 cores with the
@@ -40,13 +48,14 @@ GO_LDFLAGS := -s -w
 KUBE_VERSION_LDFLAGS := -X k8s.io/component-base/version.gitVersion=v1.35.4 \
   -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=35
 controlplane: $(BIN)/kube-apiserver $(BIN)/kube-controller-manager $(BIN)/etcd
-$(BIN)/kube-apiserver $(BIN)/kube-controller-manager: $(BIN)/%: tools/controlplane/kubernetes/go.mod tools/controlplane/kubernetes/go.sum
-	mkdir -p $(BIN)
-	cd tools/controlplane/kubernetes && go build -trimpath -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" \
-	  -o $(abspath $@) k8s.io/kubernetes/cmd/$*
-$(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools/controlplane/etcd/main.go
-	mkdir -p $(BIN)
-	cd tools/controlplane/etcd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
+$(BIN)/kube-apiserver $(BIN)/kube-controller-manager: $(BIN)/%: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/controlplane/kubernetes -- 'cd tools/controlplane/kubernetes && go build -trimpath \
+	  -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" -o $(abspath $@) k8s.io/kubernetes/cmd/$*'
+$(BIN)/etcd: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/controlplane/etcd -- \
+	  'cd tools/controlplane/etcd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .'
 
 # The test node's binaries: kubelet and kube-scheduler v1.35.4 from the same k8s.io/kubernetes
 # module as kube-apiserver (tools/controlplane/kubernetes), and the GPU device plugin
@@ -54,13 +63,14 @@ $(BIN)/etcd: tools/controlplane/etcd/go.mod tools/controlplane/etcd/go.sum tools
 # shared 2 cores with the modules and the apiserver's packages cached: kubelet 1 min 55 s,
 # kube-scheduler 26 s, device plugin 10 s.
 node: $(BIN)/kubelet $(BIN)/kube-scheduler $(BIN)/cozyrender-deviceplugin node-packages
-$(BIN)/kubelet $(BIN)/kube-scheduler: $(BIN)/%: tools/controlplane/kubernetes/go.mod tools/controlplane/kubernetes/go.sum
-	mkdir -p $(BIN)
-	cd tools/controlplane/kubernetes && go build -trimpath -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" \
-	  -o $(abspath $@) k8s.io/kubernetes/cmd/$*
-$(BIN)/cozyrender-deviceplugin: tools/node/deviceplugin/go.mod tools/node/deviceplugin/go.sum tools/node/deviceplugin/main.go
-	mkdir -p $(BIN)
-	cd tools/node/deviceplugin && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .
+$(BIN)/kubelet $(BIN)/kube-scheduler: $(BIN)/%: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/controlplane/kubernetes -- 'cd tools/controlplane/kubernetes && go build -trimpath \
+	  -ldflags "$(GO_LDFLAGS) $(KUBE_VERSION_LDFLAGS)" -o $(abspath $@) k8s.io/kubernetes/cmd/$*'
+$(BIN)/cozyrender-deviceplugin: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/node/deviceplugin -- \
+	  'cd tools/node/deviceplugin && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .'
 
 # cert-manager v1.21.2's controller and cainjector (tools/certmanager): the Go module proxy serves
 # the library module github.com/cert-manager/cert-manager but not its command modules
@@ -75,9 +85,10 @@ CERT_MANAGER_CRDS := .cache/cert-manager-crds
 CERT_MANAGER_GO := tools/certmanager/go.mod tools/certmanager/go.sum
 certmanager: $(BIN)/cert-manager-controller $(BIN)/cert-manager-cainjector $(CERT_MANAGER_CRDS)/.copied \
   $(DIST)/cert-manager-controller-image/index.json
-$(BIN)/cert-manager-controller $(BIN)/cert-manager-cainjector: $(BIN)/cert-manager-%: $(CERT_MANAGER_GO) tools/certmanager/%/main.go
-	mkdir -p $(BIN)
-	cd tools/certmanager && CGO_ENABLED=0 go build -trimpath -ldflags "$(GO_LDFLAGS) -buildid=" -o $(abspath $@) ./$*
+$(BIN)/cert-manager-controller $(BIN)/cert-manager-cainjector: $(BIN)/cert-manager-%: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in $(CERT_MANAGER_GO) tools/certmanager/$* -- \
+	  'cd tools/certmanager && CGO_ENABLED=0 go build -trimpath -ldflags "$(GO_LDFLAGS) -buildid=" -o $(abspath $@) ./$*'
 $(CERT_MANAGER_CRDS)/.copied: $(CERT_MANAGER_GO)
 	rm -rf $(CERT_MANAGER_CRDS) && mkdir -p $(CERT_MANAGER_CRDS)
 	cd tools/certmanager && dir=$$(go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager) && \
@@ -131,9 +142,11 @@ cluster-injection-on cluster-injection-off: cluster-%:
 # the first build takes about 8 minutes on 2 cores (downloads included).
 FLUX_CRDS := .cache/flux-crds
 flux-controllers: $(FLUX_CRDS)/.built
-$(FLUX_CRDS)/.built: tools/controlplane/helm-controller/go.mod tools/controlplane/helm-controller/build.sh
-	tools/controlplane/helm-controller/build.sh $(BIN) $(FLUX_CRDS)
-	touch $@
+$(FLUX_CRDS)/.built: FORCE
+	@mkdir -p $(BIN) $(FLUX_CRDS)
+	@$(PYTHON) tools/cached_build.py flux-controllers --store "$(BUILD_STORE)" --key "$$(go env GOVERSION)" \
+	  --out $@ $(BIN)/helm-controller $(FLUX_CRDS) --in tools/controlplane/helm-controller -- \
+	  'tools/controlplane/helm-controller/build.sh $(BIN) $(FLUX_CRDS) && touch $@'
 
 wheelhouse: $(WHEELHOUSE)/.fetched
 $(WHEELHOUSE)/.fetched: pyproject.toml | $(VENV)/.installed
@@ -204,8 +217,26 @@ prometheus: $(PROMETHEUS)
 $(PROMETHEUS):
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus
 
+# The whole suite, on PYTEST_WORKERS pytest-xdist workers (`--dist loadgroup`: the groups that
+# tests/conftest.py gives keep each module, each session plane and the one node on one worker).
+# It writes the JUnit report build/test-report.xml (each test's setup + call + teardown, and
+# each plane's start as the property `plane-start`), prints pytest's slowest tests, and writes
+# the per-module table build/test-times.md (tools/test_times.py), also when a test fails.
+PYTEST_WORKERS ?= 2
+PYTEST_XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
+TEST_REPORT := build/test-report.xml
 test: venv binaries controlplane flux-controllers wheelhouse chromium prometheus image node certmanager aggapi
-	$(PY) -m pytest
+	@mkdir -p build
+	$(PY) -m pytest $(PYTEST_XDIST) --durations=30 --junitxml=$(TEST_REPORT); status=$$?; \
+	  $(PY) tools/test_times.py $(TEST_REPORT) > build/test-times.md && head -1 build/test-times.md; exit $$status
+
+# The inner loop: every test that starts no live plane or process (no kube-apiserver, node,
+# Flux, container, Chromium; no `make image`), by the `live` marker tests/conftest.py applies
+# from the fixtures a test uses. Needs only the venv, the pinned helm/kubectl, the wheelhouse
+# (the wheel test's offline install) and Debian's promtool.
+test-fast: venv binaries wheelhouse prometheus
+	@mkdir -p build
+	$(PY) -m pytest -m "not live" $(PYTEST_XDIST) --durations=15 --junitxml=build/test-fast-report.xml
 
 bench: venv binaries chromium
 	$(PY) -m compileall -q cozyrender

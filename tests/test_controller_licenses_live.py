@@ -60,6 +60,7 @@ class SecretLog:
         self.client.close()
 
 
+# Own plane (issue 36): a watch of every Secret from the start sees no copy in any other namespace.
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory):
     plane = start_plane(tmp_path_factory, namespaces=("cozy-system", "cozyrender-system"))

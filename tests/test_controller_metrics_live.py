@@ -38,6 +38,7 @@ def vm(name: str, count: int) -> dict:
             "spec": {"gpus": [{"class": "a100", "count": count}]}}
 
 
+# Own plane (issue 36): its controllers count every Node and GPUClass and elect on the chart's one Lease.
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory):
     if not PROMETHEUS.exists():

@@ -26,6 +26,7 @@ NS = "tenant-root"
 PODS = f"/api/v1/namespaces/{NS}/pods"
 
 
+# Own plane (issue 36): its controllers count every Node and GPUClass and elect on the chart's one Lease.
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory):
     plane = start_plane(tmp_path_factory)

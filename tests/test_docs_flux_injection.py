@@ -32,6 +32,7 @@ def bash_blocks(path: Path = GUIDE) -> list[str]:
     return [match.group("body") for match in BLOCK.finditer(path.read_text(encoding="utf-8"))]
 
 
+# Own plane (issue 36): the guide turns Flux injection on and off for the whole cluster.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     sys.path.insert(0, str(ROOT / "tools" / "controlplane"))

@@ -70,6 +70,7 @@ class _Serve(threading.Thread):
         self.server.serve_forever(poll_interval=0.1)
 
 
+# Own plane (issue 36): the real Flux CRDs in place of the bundled HelmRelease CRD the others install.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     for binary in ("kube-apiserver", "etcd", "helm-controller"):

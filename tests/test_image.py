@@ -112,6 +112,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+# Own plane (issue 36): no webhook registered; its group (checkout-build) would start the session plane again.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     """A control plane with the default namespaces and no webhook replicas."""

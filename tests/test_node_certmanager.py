@@ -45,6 +45,7 @@ RELEASE = "cozyrender-webhook"
 SERVICE = f"{RELEASE}.{NAMESPACE}.svc"
 
 
+# Own plane (issue 36): the machine has one node; test_node_cluster installs the same release.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     import certmanager

@@ -54,6 +54,7 @@ NAMESPACE = "cozyrender-system"
 RELEASE = "cozyrender-webhook"
 
 
+# Own plane (issue 36): the machine has one node; the cert-manager module installs the same release.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     from cluster import ControlPlane

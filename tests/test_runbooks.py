@@ -33,6 +33,7 @@ def section_blocks(title: str) -> list[str]:
     return [m.group(1) for m in re.finditer(r"^```sh\n(.*?)^```$", section, re.S | re.M)]
 
 
+# Own plane (issue 36): the runbook takes the webhook down and bypasses it for the whole cluster.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     sys.path.insert(0, str(ROOT / "tools" / "controlplane"))

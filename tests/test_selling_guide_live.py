@@ -45,6 +45,7 @@ def _fresh(obj: dict) -> dict:
     return {key: value for key, value in obj.items() if key not in ("status", "metadata")} | {"metadata": meta}
 
 
+# Own plane (issue 36): every GPUClass's status must be the example's alone, as the guide shows.
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory):
     plane = start_plane(tmp_path_factory)

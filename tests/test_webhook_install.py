@@ -48,6 +48,7 @@ TLS_SECRET = ("--set", "tls.certManager=false", "--set", "tls.secretName=cozyren
 SECRET_MODE = (*TLS_SECRET, "--set", "networkPolicy.type=none")  # this test cluster runs no Cilium
 
 
+# Own plane (issue 36): installs and uninstalls the chart's cluster-wide webhook configurations.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     sys.path.insert(0, str(ROOT / "tools" / "controlplane"))

@@ -325,7 +325,7 @@ def test_a_cache_whose_api_server_goes_away_turns_unready(tmp_path_factory) -> N
     from cozyrender.webhook.cache import Cache
     from cozyrender.webhook.metrics import Metrics
 
-    plane = _control_plane(tmp_path_factory, 0)
+    plane = _control_plane(tmp_path_factory, 0)  # its own (issue 36): this test stops kube-apiserver
     try:
         kinds = tuple(w for w in WATCHED if w.kind in ("VMInstance", "Namespace"))
         cache = Cache(lambda: make_client(str(plane.kubeconfig), timeout=2.0), LiveIndex(), threading.Lock(),

@@ -415,14 +415,16 @@ class ControlPlane:
         pid = self.pids.pop(name, None)
         process = self.processes.pop(name, None)
         if pid is not None:
-            _terminate(pid, timeout)
+            _terminate(pid, timeout, process)
         if process is not None:
             process.wait()
         self._save()
 
     def stop(self) -> None:
-        # Webhooks first (nothing calls them once the API server is gone), etcd last.
-        order = sorted(self.pids, key=lambda name: ("webhook" not in name, name == "etcd"))
+        # Webhooks first (nothing calls them once the API server is gone), then its other clients,
+        # the API server, etcd last. With a client still connected kube-apiserver does not finish
+        # its graceful shutdown and is killed at stop_process's timeout (10 s); without, it takes 1 s.
+        order = sorted(self.pids, key=lambda name: ("webhook" not in name, name == "etcd", name == "kube-apiserver"))
         for name in order:
             self.stop_process(name)
         if self.with_node:
@@ -431,13 +433,18 @@ class ControlPlane:
             cleanup(self.dir)
 
 
-def _terminate(pid: int, timeout: float) -> None:
+def _terminate(pid: int, timeout: float, process: subprocess.Popen | None = None) -> None:
+    """SIGTERM to the process group, SIGKILL after `timeout`. Our own child is reaped as it exits
+    (`process.poll()`): unreaped, its zombie stays in the group and the group never looks gone,
+    which made every stop wait its whole timeout (10 s a process, a minute a plane)."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if process is not None:
+            process.poll()
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
