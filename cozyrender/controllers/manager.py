@@ -44,30 +44,35 @@ class Contact:
     any way (a transport error included), both on `clock`."""
 
     def __init__(self, client, clock: Callable[[], float] = time.monotonic) -> None:
-        self._client = client
+        self._wrapped = client
         self._clock = clock
         self.answered: float | None = None
         self.ended = clock()
 
+    def _timed(self, request: Callable[[], object]):
+        from lightkube.core.exceptions import ApiError
+
+        try:
+            result = request()
+        except ApiError:
+            self.answered = self._clock()
+            raise
+        finally:
+            self.ended = self._clock()
+        self.answered = self.ended
+        return result
+
+    def bounded_call(self, method: str, timeout: float | None, **request):
+        """`kube.bounded.call` through this client, timed like any other call."""
+        from cozyrender.kube.bounded import call
+
+        return self._timed(lambda: call(self._wrapped, method, timeout, **request))
+
     def __getattr__(self, name: str):
-        attribute = getattr(self._client, name)
+        attribute = getattr(self._wrapped, name)
         if not callable(attribute):
             return attribute
-
-        def timed(*args, **kwargs):
-            from lightkube.core.exceptions import ApiError
-
-            try:
-                result = attribute(*args, **kwargs)
-            except ApiError:
-                self.answered = self._clock()
-                raise
-            finally:
-                self.ended = self._clock()
-            self.answered = self.ended
-            return result
-
-        return timed
+        return lambda *args, **kwargs: self._timed(lambda: attribute(*args, **kwargs))
 
 
 class Manager:
