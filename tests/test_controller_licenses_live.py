@@ -115,7 +115,7 @@ def test_copies_reach_every_entitled_namespace_and_no_other(cp):
     copy = copy_in(cp, "tenant-a-b")
     assert copy["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "cozyrender-license-copier",
                                           "gpuclass.cozystack.io/class": "a100-4c"}
-    assert copy["type"] == "Opaque" and sorted(copy["data"]) == ["gridd.conf", "token"]
+    assert copy["type"] == "Opaque" and sorted(copy["data"]) == ["client_configuration_token.tok", "gridd.conf"]
     assert "FeatureType=4\n" in base64.b64decode(copy["data"]["gridd.conf"]).decode()
     assert copy_in(cp, "tenant-z") is None and copy_in(cp, "other") is None
     assert not ours(copy_in(cp, "tenant-c"))
@@ -162,7 +162,7 @@ def test_a_foreign_secret_of_the_copys_name_is_never_touched(cp):
     time.sleep(3)  # a negative: give the copier several passes to (wrongly) act
     after = copy_in(cp, "tenant-c")
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
-    assert token(after) == "tenant's own" and not ours(after)
+    assert base64.b64decode(after["data"]["token"]).decode() == "tenant's own" and not ours(after)
     set_label(cp, "tenant-c", "false")
     time.sleep(2)
     assert copy_in(cp, "tenant-c")["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]

@@ -153,7 +153,8 @@ def test_class_figures_equal_the_catalog(cp, kubectl, tmp_path):
 def test_the_figures_follow_a_new_workload_and_audit_findings_count(cp):
     cp.create(apps_path("vminstances", "tenant-acme-ml"), vm("train-2", 3))  # ml's 4 a100s: 2 + 3 is over
     wait_for(lambda: prom_figures(cp) == tree_figures(cp)
-             and prom_figures(cp)[("tenant-acme-ml", "a100.gpuclass.cozystack.io/devices", "used")] == 5,
+             # train 2, train-2 3 and the pod vm-train holding 2 with no owner (a door of its own, issue 32)
+             and prom_figures(cp)[("tenant-acme-ml", "a100.gpuclass.cozystack.io/devices", "used")] == 7,
              what="PromQL following the new VM")
     over = query(cp, 'cozyrender_tenant_budget_over_committed == 1')
     assert {(s["metric"]["namespace"], s["metric"]["key"]) for s in over} >= {

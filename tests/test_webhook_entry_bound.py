@@ -85,7 +85,8 @@ def _only(kept: dict) -> set:
 @given(tenants())
 def test_a_tenants_entry_reads_as_the_tenant_and_holds_nothing_else(obj) -> None:
     kept = projection(obj)
-    assert _declaration(kept) == _declaration(obj)
+    if _declaration(obj)[0] != "unreadable":  # (a Tenant the rules cannot read is refused 422: no entry is made)
+        assert _declaration(kept) == _declaration(obj)
     assert _only(kept) <= {"apiVersion", "kind", "metadata", "spec", "metadata.name", "metadata.namespace",
                            "spec.resourceQuotas", "spec.gpu"}
     assert kept["spec"].get("gpu", {}).keys() <= {"vgpu"}
