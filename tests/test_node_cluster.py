@@ -221,8 +221,7 @@ def test_every_door_to_the_nodes_gpus_goes_through_the_budget(plane, api):
     """Issue 32 on the real node: in a tenant namespace, a pod asking for the node's GPUs within
     its budget is admitted and the kubelet hands it a device; past the spent budget a pod, a
     KubeVirt VirtualMachine (gpus and hostDevices) and a VirtualMachineInstance are refused; a
-    pod posing as a virt-launcher is refused; a pod asking for no GPU is admitted even while
-    every webhook pod is gone (it is never sent to the webhook)."""
+    pod posing as a virt-launcher is refused."""
     namespace = make_tenant(api, "doors", {"a100.gpuclass.cozystack.io/devices": 1})
     wait_cached_tenant(plane, namespace)
     wait_for("the namespace's default ServiceAccount", lambda: plane.kubectl(
@@ -253,22 +252,9 @@ def test_every_door_to_the_nodes_gpus_goes_through_the_budget(plane, api):
                              "uid": "00000000-0000-0000-0000-000000000000", "controller": True}]})
     status, answer = api.create(f"/api/v1/namespaces/{namespace}/pods", posing)
     assert status == 403 and "which does not exist" in answer["message"], answer.get("message")
-    # With every webhook pod gone (scaled to zero), an ordinary pod is still admitted.
-    plane.kubectl("-n", "cozyrender-system", "scale", "deployment", "cozyrender-webhook", "--replicas=0")
-    try:
-        wait_for("no webhook pod left", lambda: not webhook_pods(plane))
-        plain = dict(gpu_pod("plain"), metadata={"name": "plain", "namespace": namespace})
-        plain["spec"] = dict(plain["spec"], containers=[dict(plain["spec"]["containers"][0], resources={})])
-        status, answer = api.create(f"/api/v1/namespaces/{namespace}/pods", plain)
-        assert status == 201, answer.get("message", answer)
-        # ... while a pod asking for a GPU is sent, and refused: the webhook is still registered.
-        status, answer = api.create(f"/api/v1/namespaces/{namespace}/pods",
-                                    dict(gpu_pod("late"), metadata={"name": "late", "namespace": namespace}))
-        assert status >= 500 and "pods.budgets.cozyrender.io" in answer["message"], answer.get("message")
-    finally:
-        plane.kubectl("-n", "cozyrender-system", "scale", "deployment", "cozyrender-webhook", "--replicas=2")
-        wait_for("both webhook pods ready again", lambda: deployment_settled(plane))
-        plane.kubectl("-n", namespace, "delete", "pods", "--all", "--wait=true", "--timeout=120s", check=False)
+    # (An ordinary pod admitted with the webhook down: tests/test_webhook_doors_live.py, both replicas
+    # stopped; not here, where the tests after this one count on the Deployment's pods as they are.)
+    plane.kubectl("-n", namespace, "delete", "pods", "--all", "--wait=true", "--timeout=120s", check=False)
 
 
 # -- the webhook as the chart deploys it ------------------------------------------------

@@ -125,7 +125,7 @@ def test_an_entitled_namespace_gets_its_license_copy(plane, api):
         return obj if status == 200 else None
 
     copy = wait_for("the license copy in tenant-licensed", copied, 120)
-    assert copy["data"]["token"] == token
+    assert copy["data"]["client_configuration_token.tok"] == token
     assert copy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "cozyrender-license-copier"
     status, _ = api.get("/api/v1/namespaces/tenant-unlicensed/secrets/vgpu-license-a100-4c")
     assert status == 404
