@@ -246,6 +246,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        if self.server.draining or self.close_connection:
+            # Draining: each answer closes its connection, so no caller keeps a connection to this
+            # replica that the listener's close could reset under a request in flight.
+            self.close_connection = True
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(body)
 
