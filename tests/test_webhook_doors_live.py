@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kubeapi import KubeAPI, apps_path
-from test_webhook_live import APPS, make_tenant, wait_until_cached
+from test_webhook_live import APPS, make_tenant, wait_until_cached, webhooks_down
 
 PASSTHROUGH, VGPU = "l40", "l40-2q"
 L40 = "nvidia.com/l40"
@@ -205,9 +205,7 @@ def test_concurrent_pod_creates_never_over_admit(cluster, api) -> None:
 
 def test_with_the_webhook_down_a_pod_without_gpus_is_admitted(cluster, api) -> None:
     namespace = tenant(api, "outage", {KEY: 4})
-    for replica in (0, 1):
-        cluster.stop_process(f"webhook-{replica}")
-    try:
+    with webhooks_down(cluster):
         plain = pod(namespace, "plain", {})
         plain["spec"]["containers"][0]["resources"] = {"limits": {"cpu": "1", "memory": "1Gi"}}
         status, body = api.create(pods_path(namespace), plain)
@@ -215,8 +213,3 @@ def test_with_the_webhook_down_a_pod_without_gpus_is_admitted(cluster, api) -> N
         status, body = api.create(pods_path(namespace), pod(namespace, "gpu", {L40: 1}))
         assert status >= 500 and "pods.budgets.cozyrender.io" in body["message"], body
         assert "failed calling webhook" in body["message"], body
-    finally:
-        for replica in (0, 1):
-            cluster.start_webhook(replica)
-        for replica in (0, 1):
-            cluster.wait_webhook(replica)

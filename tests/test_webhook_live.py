@@ -21,6 +21,7 @@ import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import pytest
 from kubeapi import KubeAPI, apps_path
@@ -51,6 +52,20 @@ def make_tenant(api: KubeAPI, name: str, quotas: dict) -> str:
                                                      "metadata": {"name": namespace}})
     assert status == 201, body
     return namespace
+
+
+@contextmanager
+def webhooks_down(cluster):
+    """Both webhook replicas stopped for the block, then started again and waited for."""
+    for replica in (0, 1):
+        cluster.stop_process(f"webhook-{replica}")
+    try:
+        yield
+    finally:
+        for replica in (0, 1):
+            cluster.start_webhook(replica)
+        for replica in (0, 1):
+            cluster.wait_webhook(replica)
 
 
 def vm_body(namespace: str, name: str, count: int) -> dict:
@@ -189,9 +204,7 @@ def test_with_the_webhook_down_writes_are_refused_and_nothing_is_lost(cluster, a
     namespace = make_tenant(api, "down", {A100: 4})
     status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "kept", 1))
     assert status == 201, body
-    for replica in (0, 1):
-        cluster.stop_process(f"webhook-{replica}")
-    try:
+    with webhooks_down(cluster):
         status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "new", 1))
         assert status >= 400 and "budgets.cozyrender.io" in body["message"], body
         assert "failed calling webhook" in body["message"], body  # refused because the webhook is unreachable
@@ -203,11 +216,6 @@ def test_with_the_webhook_down_writes_are_refused_and_nothing_is_lost(cluster, a
         # (a conflict, a schema error): the message names the webhook and the failed call.
         assert status >= 400 and "budgets.cozyrender.io" in body["message"], body
         assert "failed calling webhook" in body["message"], body
-    finally:
-        for replica in (0, 1):
-            cluster.start_webhook(replica)
-        for replica in (0, 1):
-            cluster.wait_webhook(replica)
     assert [o["metadata"]["name"] for o in stored(api, namespace)] == ["kept"]
     assert stored(api, namespace)[0]["spec"]["gpus"][0]["count"] == 1
     status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "new", 1))
