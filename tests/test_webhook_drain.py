@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import ssl
 import subprocess
 import sys
@@ -132,3 +133,85 @@ def test_sigterm_turns_unready_then_stops_after_the_drain(tmp_path: Path) -> Non
             proc.communicate()
     assert proc.returncode == 0, errors
     assert "stopping: not ready, answering for 3 s more" in errors and "Traceback" not in errors
+
+
+def _server(tmp_path: Path, route=None):
+    files = make_certs(tmp_path)
+    server = serve(("127.0.0.1", 0), tls_context(str(files["cert"]), str(files["key"])),
+                   {"/validate": route or _answer}, lambda: True, Metrics())
+    context = ssl.create_default_context(cafile=str(files["ca"]))
+    return server, server.serve_in_thread(), context
+
+
+def test_closing_closes_idle_connections_itself_and_answers_the_active_ones(tmp_path: Path) -> None:
+    """As Go's http.Server.Shutdown: after the drain the listener closes, a keep-alive connection
+    no request used during the drain is closed by the server at once (a FIN the caller sees
+    while the process still runs, not a reset at its exit), and a request being answered gets
+    its answer, saying Connection: close."""
+    release = threading.Event()
+
+    def route(body):
+        if body["request"]["uid"] == "slow":
+            release.wait(30)
+        return _answer(body)
+
+    server, thread, context = _server(tmp_path, route)
+    try:
+        idle = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
+        idle.request("POST", "/validate", json.dumps(review(WRITE, uid="before")).encode())
+        assert json.loads(idle.getresponse().read())["response"]["allowed"]
+        busy = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
+        answers: list = []
+
+        def slow() -> None:
+            busy.request("POST", "/validate", json.dumps(review(WRITE, uid="slow")).encode())
+            response = busy.getresponse()
+            answers.append((response.getheader("Connection"), json.loads(response.read())))
+
+        in_flight = threading.Thread(target=slow)
+        in_flight.start()
+        while server.inflight == 0:
+            time.sleep(0.01)
+        server.shutdown()
+        thread.join(10)
+        closing = threading.Thread(target=lambda: answers.append(server.close_gracefully(10)))
+        closing.start()
+        idle.sock.settimeout(10)
+        assert idle.sock.recv(1) == b""  # the server closed the idle connection: end of stream
+        assert server.open_connections() == 1  # the busy one waits for its answer
+        release.set()
+        in_flight.join(10)
+        closing.join(10)
+        (connection, answer), finished = answers
+        assert connection == "close" and answer["response"]["uid"] == "slow" and answer["response"]["allowed"]
+        assert finished is True and server.open_connections() == 0
+    finally:
+        release.set()
+        server.server_close()
+
+
+def test_an_idle_connection_outlives_the_request_timeout_but_a_stalled_request_does_not(tmp_path: Path) -> None:
+    """A connection may idle (IDLE_TIMEOUT, longer than the API server's transport keeps one),
+    but a handshake or a request once begun must arrive within the request timeout."""
+    server, thread, context = _server(tmp_path)
+    server.idle_timeout, server.request_timeout = 30.0, 0.5
+    try:
+        kept = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
+        for uid in ("first", "after-idling"):
+            kept.request("POST", "/validate", json.dumps(review(WRITE, uid=uid)).encode())
+            assert json.loads(kept.getresponse().read())["response"]["uid"] == uid
+            time.sleep(1.5)  # three request timeouts, idle
+        stalled = http.client.HTTPSConnection("127.0.0.1", server.port, context=context, timeout=30)
+        stalled.connect()
+        stalled.sock.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\n")  # the headers never end
+        stalled.sock.settimeout(10)
+        started = time.monotonic()
+        assert stalled.sock.recv(1) == b""
+        silent = socket.create_connection(("127.0.0.1", server.port), timeout=10)  # no handshake at all
+        assert silent.recv(1) == b""
+        silent.close()
+        assert time.monotonic() - started < 8
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()

@@ -232,7 +232,8 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
         stopping.set()
         for hook in stopping_hooks:
             hook.set()
-        server.drain(timeout_seconds)  # requests being answered get their answer
+        # The listener closes, idle connections are closed now (not by the process's exit),
+        # and the requests being answered get their answers.
+        server.close_gracefully(timeout_seconds)
         cache.stop()
-        server.server_close()
 

@@ -10,8 +10,18 @@ Stopping refuses nothing (issue 34 item 4): `stop_after(drain)` turns
 `/readyz` to 503 at once (the kubelet's probe and the endpoints stop
 sending new callers here), keeps serving every request, in flight or new,
 for `drain` seconds (an API server whose endpoints lag still reaches a
-replica that answers), then closes the listener; `drain` then waits for the
-requests being answered. Routes are a dict of path -> handler (`/validate` now;
+replica that answers), each answer closing its connection; then
+`close_gracefully` stops as Go's `http.Server.Shutdown` does: the listener
+closes, idle keep-alive connections are closed at once (while the process
+still runs, never by its exit), and the requests being answered get their
+answers. An idle HTTP/1.1 connection can only be closed by racing a request
+the caller may be sending on it at that instant (kubernetes#127335: the API
+server reuses connections to a replica whose endpoint is gone, and does not
+retry a POST on a reset); closing them at one known moment, before the
+interpreter winds down, keeps that window to a packet's flight. For the
+same reason a connection may idle longer (`IDLE_TIMEOUT`) than the API
+server's transport keeps one (Go's `IdleConnTimeout`, 90 s): in steady
+state the caller always closes first, so no close can race its request. Routes are a dict of path -> handler (`/validate` now;
 `/mutate` is added the same way), each taking the parsed body and returning
 the AdmissionReview to send. `/healthz` is 200 while the process serves,
 `/readyz` 503 until `ready()` says the cache has synced, `/metrics` the
@@ -63,7 +73,8 @@ log = logging.getLogger("cozyrender.webhook.server")
 
 MAX_BODY = 3 * 1024 * 1024  # the API server's own request limit is 3 MiB
 MAX_DEPTH = 100  # JSON nesting; an AdmissionReview of these kinds is a dozen levels deep
-IDLE_TIMEOUT = 60.0  # seconds a keep-alive connection may sit idle (or a request take to arrive)
+IDLE_TIMEOUT = 120.0  # seconds a keep-alive connection may idle: more than the API server's 90 s, so it closes first
+REQUEST_TIMEOUT = 10.0  # seconds each read of a handshake or of a request begun may take
 
 Route = Callable[[object], dict]
 
@@ -88,6 +99,11 @@ class WebhookServer(ThreadingHTTPServer):
         self.inflight = 0
         self._inflight_lock = threading.Lock()
         self.draining = False  # /readyz 503 while the listener still serves (stop_after)
+        self.idle_timeout, self.request_timeout = IDLE_TIMEOUT, REQUEST_TIMEOUT
+        # Each open connection and whether it is "idle" (waiting for a request) or "active";
+        # `close_idle` closes the idle ones, and a connection it closed takes no further request.
+        self._connections: dict[socket.socket, str] = {}
+        self._closing = False
         super().__init__(address, _Handler)
 
     def stop_after(self, drain: float) -> threading.Thread:
@@ -113,6 +129,54 @@ class WebhookServer(ThreadingHTTPServer):
         while self.inflight and time.monotonic() < deadline:
             time.sleep(0.01)
         return not self.inflight
+
+    def connection_state(self, connection: socket.socket, state: str) -> bool:
+        """Record a connection's state ("idle", "active", or "gone" when it ends); False when
+        the connection may not go on (the server is closing and it was idle, or was closed)."""
+        with self._inflight_lock:
+            if state == "gone":
+                self._connections.pop(connection, None)
+                return False
+            current = self._connections.get(connection)
+            if current == "closed" or (self._closing and state == "idle"):
+                return False
+            self._connections[connection] = state
+            return True
+
+    def close_idle(self) -> int:
+        """Close every idle connection (a FIN to the caller, which then dials another
+        replica); the number closed."""
+        closed = 0
+        with self._inflight_lock:
+            for connection, state in self._connections.items():
+                if state == "idle":
+                    self._connections[connection] = "closed"
+                    try:  # the socket's own shutdown, under TLS too: wakes the thread waiting on it
+                        socket.socket.shutdown(connection, socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+                    closed += 1
+        return closed
+
+    def open_connections(self) -> int:
+        with self._inflight_lock:
+            return sum(1 for state in self._connections.values() if state != "closed")
+
+    def close_gracefully(self, timeout: float = 5.0) -> bool:
+        """After `shutdown`: close the listener, then each connection as soon as it is idle
+        (a request being answered first gets its answer, with `Connection: close`), for at most
+        `timeout` seconds; whether every connection closed in time."""
+        self.draining = True
+        with self._inflight_lock:
+            self._closing = True
+        self.server_close()
+        deadline = time.monotonic() + timeout
+        while True:
+            self.close_idle()
+            if not self.open_connections() or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
+        return not self.open_connections()
 
     def get_request(self):
         conn, addr = self.socket.accept()
@@ -236,8 +300,38 @@ def _outcome(review: dict) -> str:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
-    timeout = IDLE_TIMEOUT
+    timeout = REQUEST_TIMEOUT
     server: WebhookServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.request_timeout)
+        if isinstance(self.connection, ssl.SSLSocket):
+            self.connection.do_handshake()  # bounded by the request timeout, not the idle one
+        self.server.connection_state(self.connection, "active")
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            self.server.connection_state(self.connection, "gone")
+
+    def handle_one_request(self) -> None:
+        """Wait (idle, up to the idle timeout) for a request's first byte, then read and
+        answer it (active, each read bounded by the request timeout)."""
+        if not self.server.connection_state(self.connection, "idle"):
+            self.close_connection = True
+            return
+        self.connection.settimeout(self.server.idle_timeout)
+        try:
+            started = self.rfile.peek(1)
+        except (OSError, ValueError):  # timed out, reset, or closed by close_idle
+            started = b""
+        if not started or not self.server.connection_state(self.connection, "active"):
+            self.close_connection = True
+            return
+        self.connection.settimeout(self.server.request_timeout)
+        super().handle_one_request()
 
     def log_message(self, format: str, *args) -> None:  # the metrics say what happened; no access log
         pass

@@ -141,6 +141,17 @@ class Node:
             raise NodeError(f"a test node ({holder}) is already on this machine, and only one can be: stop it first "
                             f"(`python tools/controlplane/cluster.py down --dir {holder.parent}`)")
         MACHINE_LOCK.write_text(f"{self.dir}\n")
+        self._unmount_stale()
+
+    def _unmount_stale(self) -> None:
+        """Unmount what an earlier node left mounted (its run was killed before `cleanup`): the
+        kubelet's volumes and containerd's root filesystems under another node's directory,
+        which no node holds any more (the lock says this one is the only one)."""
+        mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+        stale = [m for m in mounts if any(f"/node/{part}" in m for part in ("kubelet", "containerd"))
+                 and not m.startswith(f"{self.dir.resolve()}/")]
+        for mount in sorted(stale, key=len, reverse=True):
+            subprocess.run(["umount", "-l", mount], capture_output=True)
 
     def _network(self) -> None:
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
