@@ -215,3 +215,43 @@ def test_an_idle_connection_outlives_the_request_timeout_but_a_stalled_request_d
         server.shutdown()
         thread.join(10)
         server.server_close()
+
+
+def test_a_request_that_waited_on_its_socket_has_spent_its_deadline_there(tmp_path: Path) -> None:
+    """A call's deadline runs from its arrival on this host (the kernel's receive timestamp),
+    not from when a thread got to read it: a request queued on a connection while the replica
+    could not read it (here: behind a slow one; in a cluster, a paused process) is read with
+    its deadline already spent, so nothing is written for it."""
+    from cozyrender.webhook.deadline import current
+
+    seen: dict[str, float] = {}
+
+    def route(body):
+        uid = body["request"]["uid"]
+        seen[uid] = current().remaining()
+        if uid == "slow":
+            time.sleep(2.5)
+        return _answer(body)
+
+    server, thread, context = _server(tmp_path, route)
+    server.timeout = 2.0  # a deadline 1.5 s after arrival (less the margin)
+    try:
+        raw = context.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=30),
+                                  server_hostname="localhost")
+        for uid in ("slow", "queued"):
+            body = json.dumps(review(WRITE, uid=uid)).encode()
+            raw.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            time.sleep(0.3)  # the second is queued while the first is being answered
+        received = b""
+        while received.count(b"HTTP/1.1 200") < 2:  # both answered, in order
+            chunk = raw.recv(65536)
+            assert chunk, received
+            received += chunk
+        raw.close()
+        assert seen["slow"] > 1.0
+        assert seen["queued"] == 0.0, seen  # read 2.2 s after it arrived: past its 1.5 s
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()

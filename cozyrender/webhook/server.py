@@ -35,6 +35,14 @@ faster; a framework would add a dependency and an event loop for no gain.
 The TLS handshake runs in the connection's thread, never in the accept
 loop, so a slow or hostile client cannot stall other connections.
 
+A call's deadline runs from its arrival on this host, not from when a thread
+got to read it: each connection asks the kernel to timestamp what it receives
+(`SO_TIMESTAMP`), and the first byte of a request is peeked for its timestamp
+before it is read. A replica that was paused (SIGSTOP, a frozen VM, a
+starved CPU) with requests queued on its sockets finds them already past
+their deadline when it resumes, and writes nothing for them: the API server
+refused them long ago (issue 34 item 2).
+
 Only the API server may ask (issue 28 item 4): with a client CA
 (`tls_context(..., client_ca=...)`), a client presenting a certificate that
 CA did not sign fails the handshake, and a POST from a client presenting
@@ -55,8 +63,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import socket
 import ssl
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -76,7 +86,26 @@ MAX_DEPTH = 100  # JSON nesting; an AdmissionReview of these kinds is a dozen le
 IDLE_TIMEOUT = 120.0  # seconds a keep-alive connection may idle: more than the API server's 90 s, so it closes first
 REQUEST_TIMEOUT = 10.0  # seconds each read of a handshake or of a request begun may take
 
+SO_TIMESTAMP = getattr(socket, "SO_TIMESTAMP", 29)  # Linux: receive timestamps as a struct timeval
+_TIMEVAL = struct.Struct("@ll")
+
 Route = Callable[[object], dict]
+
+
+def arrival(connection: socket.socket) -> float | None:
+    """When the first byte queued on `connection` reached this host (the kernel's receive
+    timestamp, on time.monotonic()'s scale), peeked without reading it; None when nothing is
+    queued or the kernel gave no timestamp."""
+    try:  # the plain socket's recvmsg, under TLS too: the bytes stay queued for the TLS layer
+        _, ancillary, _, _ = socket.socket.recvmsg(connection, 1, socket.CMSG_SPACE(_TIMEVAL.size),
+                                                   socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except OSError:
+        return None
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMP and len(data) >= _TIMEVAL.size:
+            seconds, micros = _TIMEVAL.unpack(data[:_TIMEVAL.size])
+            return time.monotonic() - max(0.0, time.time() - (seconds + micros / 1e6))
+    return None
 
 
 class WebhookServer(ThreadingHTTPServer):
@@ -182,6 +211,10 @@ class WebhookServer(ThreadingHTTPServer):
         conn, addr = self.socket.accept()
         # Small answers: never wait for the peer's delayed ACK (Nagle) before sending one.
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:  # each request's arrival, for its deadline (`arrival`)
+            conn.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
+        except OSError:
+            pass
         if self.tls is not None:  # the handshake happens on first read, in the connection's thread
             conn = self.tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
         return conn, addr
@@ -302,6 +335,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = REQUEST_TIMEOUT
     server: WebhookServer
+    arrived = 0.0  # when the request being answered reached this host (time.monotonic())
 
     def setup(self) -> None:
         super().setup()
@@ -322,14 +356,26 @@ class _Handler(BaseHTTPRequestHandler):
         if not self.server.connection_state(self.connection, "idle"):
             self.close_connection = True
             return
-        self.connection.settimeout(self.server.idle_timeout)
+        arrived = arrival(self.connection)  # bytes the kernel holds already: their time
+        self.connection.settimeout(0.0)
         try:
-            started = self.rfile.peek(1)
-        except (OSError, ValueError):  # timed out, reset, or closed by close_idle
+            started = self.rfile.peek(1)  # or bytes read past the last request
+        except (OSError, ValueError):  # nothing yet (under TLS, a "want read")
             started = b""
+        if started and arrived is None:  # sent with the last request (pipelined): no later than it
+            arrived = self.arrived
+        self.connection.settimeout(self.server.idle_timeout)
+        if not started:
+            try:
+                readable = select.select([self.connection], [], [], self.server.idle_timeout)[0]
+                arrived = arrival(self.connection) if readable else None
+                started = self.rfile.peek(1) if readable else b""
+            except (OSError, ValueError):  # reset, or closed by close_idle
+                started = b""
         if not started or not self.server.connection_state(self.connection, "active"):
             self.close_connection = True
             return
+        self.arrived = arrived if arrived is not None else time.monotonic()
         self.connection.settimeout(self.server.request_timeout)
         super().handle_one_request()
 
@@ -400,7 +446,8 @@ class _Handler(BaseHTTPRequestHandler):
                 413)
             return
         started = time.perf_counter()
-        limit = Deadline.after(self.server.timeout)  # the API server's clock started a little earlier: the margin
+        # From the request's arrival on this host; the API server's clock started a little earlier: the margin.
+        limit = Deadline.after(self.server.timeout, arrived=self.arrived)
         self.server.track(1)
         try:
             data = self.rfile.read(int(length))
