@@ -9,12 +9,11 @@ and kubelet.
   device of this node and driver (the claim's status.allocation names them) and reserves the
   claim for the pod; the kubelet prepares the claim through the plugin, which writes the claim's
   CDI spec (the device's COZYRENDER_DRA_GPU_<n> variable) and gives the kubelet its CDI device ID
-  (the kubelet's DRA checkpoint records it); the pod runs;
+  (the kubelet's DRA checkpoint records it); the pod runs and its container has the variable
+  (put there by tools/node/cdi_runc.py, the stand-in for containerd 1.7's CDI step);
 - deleting the pod unprepares the claim (its CDI spec is gone, the checkpoint forgets it), the
   reservation is released, and the claim can be deleted.
 
-Not here: the container seeing the CDI variable. Debian bookworm's containerd 1.6 has no CDI
-support, so the IDs the kubelet passes are not applied to the container (docs/testing.md).
 Own plane, with no webhook: the machine has one node, and nothing here is charged.
 """
 
@@ -88,7 +87,7 @@ def claim_and_pod() -> list[dict]:
            "spec": {"terminationGracePeriodSeconds": 1, "automountServiceAccountToken": False,
                     "resourceClaims": [{"name": "gpu", "resourceClaimName": "one-gpu"}],
                     "containers": [{"name": "c", "image": build.image_reference(), "imagePullPolicy": "Never",
-                                    "command": ["sleep", "3600"], "resources": {"claims": [{"name": "gpu"}]}}]}}
+                                    "command": ["sh", "-c", "env | grep ^COZYRENDER_; exec sleep 3600"], "resources": {"claims": [{"name": "gpu"}]}}]}}
     return [claim, pod]
 
 
@@ -117,6 +116,9 @@ def test_a_claim_is_allocated_by_the_scheduler_prepared_through_the_plugin_and_u
     assert spec == {"cdiVersion": "0.6.0", "kind": f"{DRA_DRIVER}/gpu", "devices": [
         {"name": f"{uid}-{device}", "containerEdits": {"env": [f"{variable}={NAMESPACE}/one-gpu"]}}]}
     assert f"{DRA_DRIVER}/gpu={uid}-{device}" in checkpoint.read_text()
+    # The container has the device's variable, and nothing of the device plugin's.
+    logs = wait_for("the pod's log", lambda: plane.kubectl("-n", NAMESPACE, "logs", "uses-gpu", check=False).stdout, 30)
+    assert logs.split() == [f"{variable}={NAMESPACE}/one-gpu"]
 
     # Deleting the pod unprepares the claim and releases it; the claim can then go.
     plane.kubectl("-n", NAMESPACE, "delete", "pod", "uses-gpu", "--wait=true", "--timeout=60s")

@@ -23,8 +23,9 @@
   ResourceSlice of N devices (attribute `model`, capacity `memory`), with the DeviceClass
   `gpu.cozyrender.io` selecting its devices by CEL and the RBAC its identity needs. Preparing a
   claim writes a CDI spec file under the node's folder (cdi/) and hands the kubelet its CDI
-  device IDs; Debian bookworm's containerd (1.6) has no CDI support (its CRI plugin gained
-  `enable_cdi` in 1.7), so the runtime does not inject them into the container.
+  device IDs. Debian bookworm's containerd (1.6) has no CDI support (its CRI plugin gained
+  `enable_cdi` in 1.7): on such a node runc is called through tools/node/cdi_runc.py, a
+  stand-in for that step, which adds the CDI specs' env edits of the pod's prepared claims.
 
 What the kubelet changes on the machine is put back by `cleanup`: the kernel tunables a kubelet
 sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops), its cgroups, the pods' network
@@ -38,6 +39,7 @@ import ipaddress
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import subprocess
@@ -206,6 +208,7 @@ class Node:
         root = self.dir / "containerd"
         root.mkdir(parents=True, exist_ok=True)
         cri = '[plugins."io.containerd.grpc.v1.cri"]'
+        runc = shutil.which("runc") or "/usr/sbin/runc"
         config = f"""version = 2
 root = "{root / 'root'}"
 state = "{root / 'state'}"
@@ -236,7 +239,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 {cri[:-1]}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 {cri[:-1]}.containerd.runtimes.runc.options]
-  BinaryName = "{shutil.which('runc') or '/usr/sbin/runc'}"
+  BinaryName = "{self._cdi_runtime(runc) if self.dra_gpus else runc}"
   Root = "{self.runc_root}"
   SystemdCgroup = false
 {cri[:-1]}.cni]
@@ -246,6 +249,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         (root / "config.toml").write_text(config)
         self.plane._spawn("containerd", ["containerd", "--config", str(root / "config.toml")])
         self.plane._wait("containerd", lambda: self.ctr("version", check=False).returncode == 0, 60)
+
+    def _cdi_runtime(self, runc: str) -> Path:
+        """runc behind tools/node/cdi_runc.py (containerd's BinaryName takes no arguments)."""
+        wrapper = self.dir / "containerd" / "cdi-runc"
+        argv = [sys.executable, "-I", "-S", str(REPO / "tools" / "node" / "cdi_runc.py"), "--runc", runc,
+                "--cdi-dir", str(self.cdi_dir), "--kubelet-dir", str(self.dir / "kubelet"), "--"]
+        wrapper.write_text(f"#!/bin/sh\nexec {shlex.join(argv)} \"$@\"\n")
+        wrapper.chmod(0o755)
+        return wrapper
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
         return _run(["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args],
