@@ -97,7 +97,8 @@ class ControlPlane:
                  webhook_args: tuple[str, ...] = (),
                  namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
                  flux: bool = False, flux_injection: bool | None = None,
-                 node: bool = False, gpus: dict[str, int] | None = None, aggapi: bool = False) -> None:
+                 node: bool = False, gpus: dict[str, int] | None = None, aggapi: bool = False,
+                 dra_gpus: int = 0) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
@@ -118,6 +119,7 @@ class ControlPlane:
         # by Helm from the image instead of the replicas as local processes.
         self.with_node = node
         self.gpus = dict(gpus or {})
+        self.dra_gpus = dra_gpus  # devices the node's DRA driver gpu.cozyrender.io publishes (node.py)
         self.node = None
         # apps.cozystack.io from the aggregated server in a pod (aggapi.py) instead of stand-in CRDs.
         self.aggapi = aggapi
@@ -173,7 +175,7 @@ class ControlPlane:
             if self.with_node:
                 from node import Node
 
-                self.node = Node(self, self.gpus)
+                self.node = Node(self, self.gpus, dra_gpus=self.dra_gpus)
             self._pki()
             self._start_etcd()
             self._start_apiserver()
@@ -512,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a node (containerd, kubelet, scheduler) and the webhook chart installed from the image")
     parser.add_argument("--gpu", action="append", default=[], metavar="NAME=COUNT",
                         help="with --node: a GPU resource the device plugin advertises (repeatable)")
+    parser.add_argument("--dra-gpus", type=int, default=0, metavar="N",
+                        help="with --node: the DRA driver gpu.cozyrender.io publishing N devices, and its DeviceClass")
     parser.add_argument("--aggapi", action="store_true",
                         help="with --node: apps.cozystack.io served by the aggregated API server in a pod "
                              "(tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs")
@@ -538,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas, flux=args.flux,
                              webhook_args=("--flux-injection",) if args.flux else (),
                              flux_injection=False if args.flux else None, node=args.node, gpus=gpus,
-                             aggapi=args.aggapi).start()
+                             aggapi=args.aggapi, dra_gpus=args.dra_gpus).start()
     except (ClusterError, RuntimeError) as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1

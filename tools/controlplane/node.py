@@ -16,7 +16,16 @@
   KUBERNETES_SERVICE_HOST/PORT environment the caller sets (no kube-proxy: Services reach the
   webhook through the API server's `--enable-aggregator-routing`, which calls endpoints);
 - optionally the GPU device plugin (tools/node/deviceplugin) registering resource names and
-  counts with the kubelet.
+  counts with the kubelet;
+- optionally the DRA driver `gpu.cozyrender.io` (tools/node/draplugin), a kubelet plugin
+  registered through the kubelet's plugin registration folder (<kubelet root>/plugins_registry)
+  with its DRA socket in <kubelet root>/plugins/gpu.cozyrender.io, publishing the node's
+  ResourceSlice of N devices (attribute `model`, capacity `memory`), with the DeviceClass
+  `gpu.cozyrender.io` selecting its devices by CEL and the RBAC its identity needs. Preparing a
+  claim writes a CDI spec file under the node's folder (cdi/) and hands the kubelet its CDI
+  device IDs. Debian bookworm's containerd (1.6) has no CDI support (its CRI plugin gained
+  `enable_cdi` in 1.7): on such a node runc is called through tools/node/cdi_runc.py, a
+  stand-in for that step, which adds the CDI specs' env edits of the pod's prepared claims.
 
 What the kubelet changes on the machine is put back by `cleanup`: the kernel tunables a kubelet
 sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops), its cgroups, the pods' network
@@ -30,6 +39,7 @@ import ipaddress
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import subprocess
@@ -45,6 +55,9 @@ NODE_NAME = "cozyrender-node"
 PAUSE_IMAGE = "cozyrender.local/pause:3.10"
 CNI_BIN = Path("/usr/lib/cni")
 DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
+# The DRA driver (tools/node/draplugin): its name is the DeviceClass's name and CEL selector.
+DRA_DRIVER = "gpu.cozyrender.io"
+DRA_IDENTITY = "cozyrender-draplugin"
 # One test node per machine: the kubelet's device-plugin socket (above) is machine-wide. This file
 # names the node folder of the node running now; `cleanup` removes it.
 MACHINE_LOCK = Path("/run/cozyrender-test-node")
@@ -55,7 +68,10 @@ KERNEL_TUNABLES = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "k
 # The kube-controller-manager controllers a node needs beside the plane's own.
 NODE_CONTROLLERS = ("serviceaccount-controller", "root-ca-certificate-publisher-controller",
                     "deployment-controller", "replicaset-controller", "disruption-controller",
-                    "endpoints-controller", "endpointslice-controller", "node-lifecycle-controller")
+                    "endpoints-controller", "endpointslice-controller", "node-lifecycle-controller",
+                    # ResourceClaims from templates, and a claim's reservation released (then its
+                    # allocation and finalizer) once no pod uses it.
+                    "resourceclaim-controller")
 
 
 class NodeError(RuntimeError):
@@ -83,10 +99,13 @@ def pick_subnet() -> int:
 
 
 class Node:
-    def __init__(self, plane, gpus: dict[str, int] | None = None, images: tuple[Path, ...] = ()) -> None:
+    def __init__(self, plane, gpus: dict[str, int] | None = None, images: tuple[Path, ...] = (),
+                 dra_gpus: int = 0) -> None:
         self.plane = plane
         self.dir = plane.dir / "node"
         self.gpus = dict(gpus or {})
+        self.dra_gpus = dra_gpus  # devices the DRA driver publishes; 0: no DRA driver
+        self.cdi_dir = self.dir / "cdi"
         self.images = tuple(images) or (REPO / "dist" / "pause-image.tar", REPO / "dist" / "cozyrender-image.tar")
         self.subnet_octet = pick_subnet()
         self.gateway = f"10.250.{self.subnet_octet}.1"
@@ -113,7 +132,7 @@ class Node:
                                     Path(shutil.which("runc") or "/usr/sbin/runc"))):
             if not path.exists():
                 raise NodeError(f"{path} is missing: run `make image node-packages`")
-        for binary in ("kubelet", "kube-scheduler"):
+        for binary in ("kubelet", "kube-scheduler", *(("cozyrender-draplugin",) if self.dra_gpus else ())):
             if not (self.plane.bin / binary).exists():
                 raise NodeError(f"{self.plane.bin / binary} is missing: run `make node`")
         self._claim_machine()
@@ -128,7 +147,11 @@ class Node:
         self._scheduler()
         if self.gpus:
             self._device_plugin()
+        if self.dra_gpus:
+            self._dra_plugin()
         self.wait_ready()
+        if self.dra_gpus:
+            self.wait_resource_slice()
 
     def _claim_machine(self) -> None:
         """Refuse a second node while another one's state is on the machine (two kubelets would
@@ -185,6 +208,7 @@ class Node:
         root = self.dir / "containerd"
         root.mkdir(parents=True, exist_ok=True)
         cri = '[plugins."io.containerd.grpc.v1.cri"]'
+        runc = shutil.which("runc") or "/usr/sbin/runc"
         config = f"""version = 2
 root = "{root / 'root'}"
 state = "{root / 'state'}"
@@ -215,7 +239,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 {cri[:-1]}.containerd.runtimes.runc]
   runtime_type = "io.containerd.runc.v2"
 {cri[:-1]}.containerd.runtimes.runc.options]
-  BinaryName = "{shutil.which('runc') or '/usr/sbin/runc'}"
+  BinaryName = "{self._cdi_runtime(runc) if self.dra_gpus else runc}"
   Root = "{self.runc_root}"
   SystemdCgroup = false
 {cri[:-1]}.cni]
@@ -225,6 +249,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         (root / "config.toml").write_text(config)
         self.plane._spawn("containerd", ["containerd", "--config", str(root / "config.toml")])
         self.plane._wait("containerd", lambda: self.ctr("version", check=False).returncode == 0, 60)
+
+    def _cdi_runtime(self, runc: str) -> Path:
+        """runc behind tools/node/cdi_runc.py (containerd's BinaryName takes no arguments)."""
+        wrapper = self.dir / "containerd" / "cdi-runc"
+        argv = [sys.executable, "-I", "-S", str(REPO / "tools" / "node" / "cdi_runc.py"), "--runc", runc,
+                "--cdi-dir", str(self.cdi_dir), "--kubelet-dir", str(self.dir / "kubelet"), "--"]
+        wrapper.write_text(f"#!/bin/sh\nexec {shlex.join(argv)} \"$@\"\n")
+        wrapper.chmod(0o755)
+        return wrapper
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
         return _run(["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args],
@@ -308,6 +341,36 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         argv = [str(self.plane.bin / "cozyrender-deviceplugin"), f"--plugin-dir={DEVICE_PLUGIN_DIR}"]
         argv += [f"--resource={name}={count}" for name, count in sorted(self.gpus.items())]
         self.plane._spawn("deviceplugin", argv)
+
+    def _dra_plugin(self) -> None:
+        """The DeviceClass and the driver's RBAC (what a driver's ServiceAccount is given), then the
+        driver with a client certificate of its own."""
+        from cluster import _kubeconfig
+
+        plane = self.plane
+        plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                           "items": dra_objects()}))
+        cert = plane.ca.issue("draplugin", DRA_IDENTITY, client=True)
+        kubeconfig = self.dir / "draplugin-kubeconfig"
+        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", *cert, DRA_IDENTITY)))
+        kubelet_root = self.dir / "kubelet"
+        plane._spawn("draplugin", [
+            str(plane.bin / "cozyrender-draplugin"), f"--node-name={NODE_NAME}", f"--kubeconfig={kubeconfig}",
+            f"--devices={self.dra_gpus}", "--model=A100", "--memory=40Gi",
+            f"--registry-dir={kubelet_root / 'plugins_registry'}",
+            f"--plugin-dir={kubelet_root / 'plugins' / DRA_DRIVER}", f"--cdi-dir={self.cdi_dir}",
+        ])
+
+    def resource_slices(self) -> list[dict]:
+        """The driver's ResourceSlices for this node."""
+        listed = self.plane.kubectl("get", "resourceslices", "-o", "json",
+                                    f"--field-selector=spec.nodeName={NODE_NAME},spec.driver={DRA_DRIVER}")
+        return json.loads(listed.stdout)["items"]
+
+    def wait_resource_slice(self, timeout: float = 60) -> None:
+        self.plane._wait(f"the {DRA_DRIVER} ResourceSlice of {self.dra_gpus} devices",
+                         lambda: sum(len(s["spec"].get("devices", [])) for s in self.resource_slices())
+                         == self.dra_gpus, timeout)
 
     def apiserver_args(self) -> list[str]:
         # Admission webhooks (and aggregated APIs) called at their Service's endpoints, the pods'
@@ -399,6 +462,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def _cgroup_hierarchies(self) -> list[Path]:
         return [path for path in sorted(CGROUP_ROOT.iterdir()) if (path / "cgroup.procs").exists()]
+
+
+def dra_objects() -> list[dict]:
+    """The DeviceClass offering the driver's devices, and what the driver's identity may do: publish
+    its node's ResourceSlices, read the claims it prepares and its node (the slices' owner)."""
+    return [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": DRA_DRIVER},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRA_DRIVER}"'}}]}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": DRA_IDENTITY},
+         "rules": [{"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"],
+                    "verbs": ["get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"]},
+                   {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get"]},
+                   {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": DRA_IDENTITY},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DRA_IDENTITY},
+         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": DRA_IDENTITY}]},
+    ]
 
 
 # -- cleanup (also from `cluster.py down`, by the saved state) ----------------------
