@@ -6,13 +6,17 @@ figure once (only the leader exports them); the figures follow a new
 workload. The same Prometheus evaluates the chart's own rules (its
 PrometheusRule's groups), so the device-seconds counters are checked to
 grow by devices × seconds, and every query of docs/guides/billing.md to
-return data (issue 35 item 2)."""
+return data (issue 35 item 2); it also scrapes one webhook replica (not
+registered: it decides only the review the test sends it), so every
+panel of the chart's Grafana dashboard returns data (item 4)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import ssl
 import subprocess
 import sys
 import urllib.parse
@@ -31,6 +35,7 @@ from cozyrender.kube.quantity.parsing import parse_quantity
 PROMETHEUS = Path(shutil.which("prometheus") or "/usr/bin/prometheus")
 ROOT = Path(__file__).resolve().parent.parent
 BILLING = ROOT / "docs" / "guides" / "billing.md"
+DASHBOARD = ROOT / "charts" / "cozyrender-webhook" / "dashboards" / "cozyrender.json"
 A100 = "nvidia.com/GA100_A100_PCIE_40GB"
 
 
@@ -72,8 +77,15 @@ def cp(tmp_path_factory):
         controllers.patch("/api/v1/namespaces/tenant-acme-ml/pods/vm-train",  # as its kubelet reports it
                           {"status": {"phase": "Running"}}, "status")
         ports = [controllers.start(name) for name in ("controller-a", "controller-b")]
-        wait_for(controllers.holder, what="a leader")
         from cluster import free_port
+
+        controllers.webhook = free_port()  # a webhook replica for its metrics, registering nothing
+        cert, key = plane.webhook_serving_cert
+        plane._spawn("webhook-0", [
+            sys.executable, "-m", "cozyrender", "webhook", "--listen", f"127.0.0.1:{controllers.webhook}",
+            "--tls-cert", str(cert), "--tls-key", str(key), "--kubeconfig", str(plane.webhook_kubeconfig),
+            "--namespace", "cozyrender-system", "--drain-seconds", "0"], env={**os.environ, "PYTHONPATH": str(ROOT)})
+        wait_for(controllers.holder, what="a leader")
 
         web = free_port()
         config = plane.dir / "prometheus.yml"
@@ -82,13 +94,15 @@ def cp(tmp_path_factory):
             "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
             "rule_files": [str(plane.dir / "rules.yaml")],
             "scrape_configs": [{"job_name": "cozyrender-controller", "static_configs": [
-                {"targets": [f"127.0.0.1:{port}" for port in ports]}]}]}))
+                {"targets": [f"127.0.0.1:{port}" for port in ports]}]},
+                {"job_name": "cozyrender-webhook", "scheme": "https", "tls_config": {"ca_file": str(plane.pki / "ca.crt")},
+                 "static_configs": [{"targets": [f"127.0.0.1:{controllers.webhook}"]}]}]}))
         plane._spawn("prometheus", [str(PROMETHEUS), f"--config.file={config}",
                                     f"--storage.tsdb.path={plane.dir / 'prometheus-data'}",
                                     f"--web.listen-address=127.0.0.1:{web}", "--log.level=warn"])
         controllers.prometheus = f"http://127.0.0.1:{web}"
         wait_for(lambda: query(controllers, "up") and all(s["value"][1] == "1" for s in query(controllers, "up"))
-                 and len(query(controllers, "up")) == 2, what="Prometheus scraping both replicas")
+                 and len(query(controllers, "up")) == 3, what="Prometheus scraping both replicas and the webhook")
         yield controllers
     finally:
         plane.stop()
@@ -237,3 +251,37 @@ def test_every_billing_query_returns_data(cp):
     assert {(s["metric"]["tenant"], s["metric"]["class"]) for s in
             query(cp, "cozyrender:tenant_reserved_device_hours:increase1d")} >= {
         ("tenant-acme", "a100"), ("tenant-acme-ml", "a100")}
+
+
+# ---------------------------------------------------------------- the dashboard (issue 35 item 4)
+
+
+def panel_queries() -> list[tuple[str, str]]:
+    """(panel title, expr) of every target of every panel."""
+    dashboard = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    return [(panel["title"], target["expr"]) for panel in dashboard["panels"]
+            for target in panel.get("targets", [])]
+
+
+def test_every_dashboard_panel_returns_data(cp):
+    """One real AdmissionReview to the webhook (a dry run: nothing recorded)
+    so its decision series exist, then every panel's query, against the
+    chart's rules, the leader and the webhook."""
+    wait_for(lambda: query(cp, "cozyrender_webhook_ready == 1"), what="the webhook ready")
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "dashboard-1", "kind": {"group": "apps.cozystack.io", "version": "v1alpha1", "kind": "VMInstance"},
+        "resource": {"group": "apps.cozystack.io", "version": "v1alpha1", "resource": "vminstances"},
+        "namespace": "tenant-acme", "name": "probe", "operation": "CREATE", "userInfo": {"username": "tenant-user"},
+        "object": {**vm("probe", 1), "metadata": {"name": "probe", "namespace": "tenant-acme"}}, "oldObject": None,
+        "dryRun": True}}
+    context = ssl.create_default_context(cafile=str(cp.plane.pki / "ca.crt"))
+    request = urllib.request.Request(f"https://127.0.0.1:{cp.webhook}/validate", data=json.dumps(review).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        answer = json.loads(response.read())["response"]
+    # allowed, or refused once ml's train-2 put acme's pool over budget: a decision either way
+    assert answer["uid"] == "dashboard-1" and isinstance(answer["allowed"], bool), answer
+    queries = panel_queries()
+    assert len(queries) >= 15
+    for title, promql in queries:
+        wait_for(lambda: query(cp, promql), what=f"data for the panel {title!r}: {promql}")
