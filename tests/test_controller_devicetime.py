@@ -64,6 +64,28 @@ def test_accrual_is_devices_times_seconds_piecewise_and_never_above_the_stored_c
     assert exported(devices) == {RESERVED: 123, ALLOCATED: 210}
 
 
+def test_a_new_leader_starts_from_the_stored_checkpoint_and_counts_from_the_end_of_its_projection() -> None:
+    """Two leaders on one clock: the old one's exports never exceed what the
+    Lease holds; the new one starts there, and its first figures apply from
+    the moment it saw the record change plus the record's projection."""
+    clock = Clock()
+    old = DeviceTime(projection=10, clock=clock)
+    old.update(clock.now, {RESERVED: 2})
+    clock.now += 5
+    lease = old.annotations()  # the renewal at 105: 10 so far, 20 projected
+    old.written(lease)
+    clock.now += 8  # the old leader dies at 113, having exported up to 26 (under the stored 30)
+    assert exported(old)[RESERVED] == 26
+    new = DeviceTime(projection=10, clock=clock)
+    new.inherit(lease, changed_at=105.5)  # it saw the renewal half a second after it was written
+    clock.now = 125  # elected after the lease duration, synced later
+    new.update(clock.now, {RESERVED: 2})
+    assert exported(new)[RESERVED] == 30  # capped at the stored checkpoint until its own write
+    new.written(new.annotations())
+    # 30 up to 115 (the old leader's projection), then 2 from 115.5: half a second of 2 devices lost
+    assert exported(new)[RESERVED] == 30 + 2 * (125 - 115.5)
+
+
 def test_a_namespace_whose_figures_are_unknown_keeps_its_last_ones() -> None:
     clock = Clock()
     devices = DeviceTime(projection=0, clock=clock)

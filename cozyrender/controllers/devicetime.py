@@ -193,12 +193,12 @@ class DeviceTime:
         """New figures, applying from monotonic moment `at` (a series whose
         tenant `keep` names keeps its current figure)."""
         with self._lock:
-            if self._rates is None:
-                self._last = self._start if self._start is not None and self._start < at else at
-                self._rates = {}
-            self._advance(max(at, self._last))
             rates = {key: count for key, count in figures.items() if count and not keep(key[1])}
-            rates.update((key, count) for key, count in self._rates.items() if keep(key[1]))
+            rates.update((key, count) for key, count in (self._rates or {}).items() if keep(key[1]))
+            if self._rates is None:  # the first figures apply from the taken-over record's end, if earlier
+                self._last = self._start if self._start is not None and self._start < at else at
+                self._rates = rates
+            self._advance(max(at, self._last))
             self._rates = rates
             for key in rates:
                 self._totals.setdefault(key, 0.0)
