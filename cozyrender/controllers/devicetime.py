@@ -23,8 +23,9 @@ The checkpoint, and why the counters never decrease. Every Lease write
 the elector makes (acquire, renewal every retry period, release) carries
 the annotation `cozyrender.io/device-seconds`: the totals advanced to the
 write, plus `projectedSeconds` × the current figures (the renew deadline
-on a renewal: the leader stops acting, exporting included, when its last
-renewal is that old; 0 on the release, after which it exports nothing).
+on a renewal: a leader whose last renewal is that old no longer holds the
+Lease, and another takes it no earlier; 0 on the release, after which it
+exports nothing).
 A replica never exports more than the checkpoint the Lease may hold (the
 last one confirmed, or smaller when a later write's outcome is unknown),
 and a new leader starts from the stored checkpoint: so no value exported
