@@ -10,10 +10,15 @@ rule loader read them (issue 35 item 3), rendered by real Helm:
 - the alert rules are a VMRule where operator.victoriametrics.com/v1beta1 is
   served, a PrometheusRule where only monitoring.coreos.com/v1 is (both with
   kinds=both), the same groups in each, and the install notes say so when
-  neither is served (`helm install --dry-run=client`)."""
+  neither is served (`helm install --dry-run=client`);
+- the Grafana dashboard (issue 35 item 4) is a ConfigMap labelled for
+  Grafana's sidecar holding the chart's JSON, and a GrafanaDashboard reading
+  that ConfigMap only where grafana.integreatly.org/v1beta1 is served; each
+  can be turned off. (Its panels' queries: tests/test_controller_metrics_live.py.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -98,3 +103,35 @@ def test_the_install_notes_say_when_no_rule_api_is_served(helm4: Path, tmp_path:
     assert ("Alert rules: NOT installed: this cluster serves neither VMRule (operator.victoriametrics.com/v1beta1) "
             "nor PrometheusRule (monitoring.coreos.com/v1).") in text
     assert "Alert rules" not in notes(helm4, tmp_path, "--set", "prometheusRule.enabled=false")
+
+
+GRAFANA = ("-a", "grafana.integreatly.org/v1beta1/GrafanaDashboard")
+
+
+def dashboards(helm4: Path, *args: str) -> dict[str, dict]:
+    return {o["kind"]: o for o in render(helm4, *args)
+            if o["kind"] == "GrafanaDashboard" or o["metadata"]["name"].endswith("-dashboard")}
+
+
+def test_the_dashboard_is_a_configmap_for_grafanas_sidecar_and_a_grafanadashboard_where_served(helm4: Path) -> None:
+    plain = dashboards(helm4)
+    assert set(plain) == {"ConfigMap"}  # no GrafanaDashboard where its API is not served
+    config = plain["ConfigMap"]
+    assert config["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = (CHART / "dashboards" / "cozyrender.json").read_text(encoding="utf-8")
+    assert json.loads(config["data"]["cozyrender.json"]) == json.loads(shipped)
+    served = dashboards(helm4, *GRAFANA)
+    assert set(served) == {"ConfigMap", "GrafanaDashboard"}
+    spec = served["GrafanaDashboard"]["spec"]
+    assert spec["configMapRef"] == {"name": config["metadata"]["name"], "key": "cozyrender.json"}
+    assert spec["instanceSelector"] == {"matchLabels": {"dashboards": "grafana"}}  # Cozystack's Grafana
+    assert spec["allowCrossNamespaceImport"] is True  # Grafana runs in another namespace than the release
+
+
+def test_the_dashboard_objects_can_be_turned_off(helm4: Path) -> None:
+    assert dashboards(helm4, *GRAFANA, "--set", "dashboard.configMap=false",
+                      "--set", "dashboard.grafanaDashboard.enabled=false") == {}
+    assert dashboards(helm4, "--set", "dashboard.configMap=false") == {}
+    operator_only = dashboards(helm4, *GRAFANA, "--set", "dashboard.configMap=false")
+    assert set(operator_only) == {"ConfigMap", "GrafanaDashboard"}  # the ConfigMap it reads, unlabelled
+    assert "grafana_dashboard" not in operator_only["ConfigMap"]["metadata"]["labels"]

@@ -157,9 +157,10 @@ def test_rbac_reads_only_and_writes_the_ledger_alone(helm4: Path) -> None:
     secrets = [rule for _, rule in rules if "secrets" in rule["resources"]]
     assert secrets == [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["cozystack-values"],
                         "verbs": ["get", "list", "watch"]}]
-    # No static ledger object: shards are created on first use (the one ConfigMap holds the
-    # webhook configurations the replicas register).
-    assert [c["metadata"]["name"] for c in by_kind(objects, "ConfigMap")] == ["cozyrender-webhook-webhooks"]
+    # No static ledger object: shards are created on first use (the ConfigMaps hold the webhook
+    # configurations the replicas register, and the Grafana dashboard).
+    assert [c["metadata"]["name"] for c in by_kind(objects, "ConfigMap")] == ["cozyrender-webhook-dashboard",
+                                                                              "cozyrender-webhook-webhooks"]
     deployment = webhook_deployment(objects)
     assert "--ledger=cozyrender-ledger" in deployment["spec"]["template"]["spec"]["containers"][0]["args"]
 

@@ -465,9 +465,17 @@ def metrics_page() -> str:
             "`monitoring.coreos.com/v1`), as rendered with the default values and a scrape object on (the absence "
             "alerts need one), each tested with `promtool test rules`:", "",
             "| alert | severity | expression | for |", "| --- | --- | --- | --- |"]
-    for rule in _rendered_alerts():
-        out.append(f"| {rule['alert']} | {rule['labels']['severity']} | `{_cell(' '.join(rule['expr'].split()))}` "
-                   f"| {rule.get('for', 'at once')} |")
+    rules = _rendered_alerts()
+    for rule in rules:
+        if "alert" in rule:
+            out.append(f"| {rule['alert']} | {rule['labels']['severity']} | "
+                       f"`{_cell(' '.join(rule['expr'].split()))}` | {rule.get('for', 'at once')} |")
+    out += ["", "## Recording rules", "", "GPU-hours per tenant and class per day, in the same rule object (the "
+            "billing group, with the controller's `metrics`; [billing](../guides/billing.md) says how to read them), "
+            "each tested with `promtool test rules`:", "", "| record | expression |", "| --- | --- |"]
+    for rule in rules:
+        if "record" in rule:
+            out.append(f"| `{rule['record']}` | `{_cell(' '.join(rule['expr'].split()))}` |")
     return "\n".join(out) + "\n"
 
 

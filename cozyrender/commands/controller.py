@@ -102,10 +102,11 @@ def command(kubeconfig: str | None, context: str | None, namespace: str, lease_n
     def fenced():  # the controllers write only while this replica holds the Lease in time (issue 34 item 6)
         return Fenced(client(), lambda: holds["now"]())
 
-    factories, metrics = registry(fenced, chosen, override)
+    factories, metrics = registry(fenced, chosen, override, renew_deadline)
     manager = Manager(client, {"namespace": namespace, "name": lease_name, "identity": identity,
                                "lease_duration": lease_duration, "renew_deadline": renew_deadline,
-                               "retry_period": retry_period}, factories, ready_contact=ready_contact)
+                               "retry_period": retry_period, "record": metrics.devices}, factories,
+                      ready_contact=ready_contact)
     holds["now"] = manager.elector.holds
     try:
         server = serve_http(address, manager, lambda: metrics.text(manager))

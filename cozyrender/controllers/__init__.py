@@ -14,17 +14,25 @@ from __future__ import annotations
 from collections.abc import Callable
 
 
-def registry(make_client: Callable[[], object], chosen: tuple[str, ...], platform_vgpu: bool | None = None):
-    """(name -> controller factory, the metrics exporter) for `chosen`."""
+def registry(make_client: Callable[[], object], chosen: tuple[str, ...], platform_vgpu: bool | None = None,
+             renew_deadline: float | None = None):
+    """(name -> controller factory, the metrics exporter) for `chosen`. With
+    the `metrics` controller the exporter's `devices` (device-time,
+    `controllers.devicetime`) is the record the Lease must carry, its
+    checkpoint projected `renew_deadline` seconds ahead."""
+    from cozyrender.controllers.devicetime import DeviceTime
     from cozyrender.controllers.gpuclass_status import StatusController
+    from cozyrender.controllers.lease import RENEW_DEADLINE
     from cozyrender.controllers.licenses import LicenseCopier
     from cozyrender.controllers.metrics import BudgetWatcher, Exporter
 
     exporter = Exporter()
+    if "metrics" in chosen:
+        exporter.devices = DeviceTime(RENEW_DEADLINE if renew_deadline is None else renew_deadline)
     makers = {  # name -> (the exporter's attribute, how to make it)
         "status": ("status", lambda: StatusController(make_client)),
         "licenses": ("licenses", lambda: LicenseCopier(make_client)),
-        "metrics": ("budgets", lambda: BudgetWatcher(make_client, platform_vgpu)),
+        "metrics": ("budgets", lambda: BudgetWatcher(make_client, platform_vgpu, exporter.devices)),
     }
 
     def factory(attribute: str, make: Callable[[], object]) -> Callable[[], object]:

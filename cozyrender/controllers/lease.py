@@ -30,6 +30,16 @@ Rules (client-go's, with its default timings):
 Takeover after a leader dies without releasing (SIGKILL, node lost): at
 most lease_duration + retry_period after its last renewal (17 s with the
 defaults 15/10/2). The live test measures it.
+
+A record (`record`, optional) rides on the writes the election makes
+anyway, never on writes of its own: `record.annotations(releasing)` is
+merged into the Lease's annotations on every acquire, renewal and release
+(`releasing` True) write, and
+`record.written(annotations)` is called once the API server stored it; a
+candidate that takes the Lease over calls `record.inherit(annotations,
+changed_at)` first with the annotations of the record it took over and the
+monotonic moment it saw that record last change (the device-time
+checkpoint, `controllers.devicetime`).
 """
 
 from __future__ import annotations
@@ -61,13 +71,14 @@ class LeaderElector:
                  lease_duration: float = LEASE_DURATION, renew_deadline: float = RENEW_DEADLINE,
                  retry_period: float = RETRY_PERIOD,
                  on_started: Callable[[], None] | None = None, on_stopped: Callable[[], None] | None = None,
-                 on_new_leader: Callable[[str], None] | None = None) -> None:
+                 on_new_leader: Callable[[str], None] | None = None, record=None) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError("lease duration > renew deadline > retry period > 0 is required")
         self.client = client
         self.namespace, self.name, self.identity = namespace, name, identity
         self.lease_duration, self.renew_deadline, self.retry_period = lease_duration, renew_deadline, retry_period
         self.on_started, self.on_stopped, self.on_new_leader = on_started, on_stopped, on_new_leader
+        self.record = record
         self.leading = threading.Event()
         self.holder = ""
         self._observed: dict | None = None  # the last spec seen
@@ -110,6 +121,16 @@ class LeaderElector:
         return {"holderIdentity": self.identity, "leaseDurationSeconds": max(1, round(self.lease_duration)),
                 "acquireTime": acquire or now, "renewTime": now, "leaseTransitions": transitions}
 
+    def _annotate(self, lease: dict, releasing: bool = False) -> dict:
+        """The record's annotations merged into `lease` (what is written); {} without a record."""
+        if self.record is None:
+            return {}
+        extra = dict(self.record.annotations(releasing))
+        if extra:
+            metadata = lease.setdefault("metadata", {})
+            metadata["annotations"] = {**(metadata.get("annotations") or {}), **extra}
+        return extra
+
     def try_acquire_or_renew(self, until: float | None = None) -> bool:
         """One attempt, each request of it bounded by monotonic time `until`
         (TimeoutError past it); True while this candidate holds the Lease."""
@@ -121,6 +142,9 @@ class LeaderElector:
         if lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": self.namespace}, "spec": self._spec(0, None)}
+            if self.record is not None:
+                self.record.inherit({}, time.monotonic())
+            written = self._annotate(body)
             try:
                 call(self.client, "post", self._time_left(until), obj=resource(LEASE)(body), namespace=self.namespace)
             except ApiError as err:
@@ -128,6 +152,7 @@ class LeaderElector:
                     return False
                 raise
             self._saw(body["spec"])
+            self._written(written)
             return True
         spec = dict(lease.get("spec") or {})
         self._saw(spec)
@@ -139,6 +164,9 @@ class LeaderElector:
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if mine else 1)
         new_spec = self._spec(transitions, spec.get("acquireTime") if mine else None)
         lease["spec"] = new_spec
+        if self.record is not None and not self.leading.is_set():  # taking over: what the last holder left
+            self.record.inherit(dict((lease.get("metadata") or {}).get("annotations") or {}), self._observed_at)
+        written = self._annotate(lease)
         try:
             call(self.client, "put", self._time_left(until), obj=resource(LEASE)(lease), namespace=self.namespace)
         except ApiError as err:
@@ -146,7 +174,12 @@ class LeaderElector:
                 return False
             raise
         self._saw(new_spec)
+        self._written(written)
         return True
+
+    def _written(self, annotations: dict) -> None:
+        if self.record is not None and annotations:
+            self.record.written(annotations)
 
     def _saw(self, spec: dict) -> None:
         if spec != self._observed:
@@ -178,7 +211,9 @@ class LeaderElector:
             spec = dict(lease["spec"])
             spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=micro_time())
             lease["spec"] = spec
+            written = self._annotate(lease, releasing=True)
             self.client.replace(resource(LEASE)(lease), namespace=self.namespace)
+            self._written(written)
         except (ApiError, OSError) as err:
             log.warning("could not release the lease: %s", err)
         except Exception as err:  # noqa: BLE001 - transport errors on the way out

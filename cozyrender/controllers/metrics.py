@@ -42,6 +42,14 @@ License copies:
     cozyrender_license_copies{gpuclass}    copies present
     cozyrender_license_foreign_secrets     same-named Secrets the copier does not own (left alone)
 
+Device-time, per tenant namespace and GPU class (`controllers.devicetime`:
+what is counted, the checkpoint carried in the Lease, the loss bound):
+    cozyrender_tenant_reserved_device_seconds_total{tenant,class}
+    cozyrender_tenant_allocated_device_seconds_total{tenant,class}
+`tenant` is the namespace (not `namespace`, which a scrape object's target
+labels would clash with); the figures are recomputed at each change the
+watches see (and at a scrape), from the same pool tree as the series above.
+
 The pure part (`budget_samples`, `class_samples`, `render`) takes the tree
 and figures and returns text; the watcher and exporter are the I/O shell.
 """
@@ -50,10 +58,12 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from fractions import Fraction
 
+from cozyrender.controllers import devicetime
 from cozyrender.kube.client import WATCHED, Watched
 from cozyrender.kube.watch import Informer, Selection, list_scope_selection
 
@@ -82,6 +92,7 @@ HELP = {
     "cozyrender_license_copies": ("gauge", "vGPU license copies present, by class"),
     "cozyrender_license_foreign_secrets": ("gauge", "Secrets named like a license copy that the copier did not "
                                            "write (never adopted, changed or deleted)"),
+    **devicetime.HELP,
 }
 
 
@@ -172,10 +183,14 @@ class BudgetWatcher:
     and the pool tree and audit computed from them when a scrape asks and
     something changed since the last one."""
 
-    def __init__(self, make_client: Callable[[], object], platform_vgpu: bool | None = None) -> None:
+    def __init__(self, make_client: Callable[[], object], platform_vgpu: bool | None = None,
+                 devices: devicetime.DeviceTime | None = None) -> None:
         self.platform_vgpu = platform_vgpu
+        self.devices = devices  # the device-time totals, fed the figures of every computation
         self._changed = threading.Event()
         self._changed.set()
+        self._wake = threading.Event()
+        self._first_change: float | None = None  # monotonic moment of the first change not yet computed
         self._cached: tuple[list[Sample], str] | None = None
         self._lock = threading.Lock()
         self.informers = [
@@ -185,7 +200,10 @@ class BudgetWatcher:
         ]
 
     def _on_event(self, event, new, old) -> None:
+        if self._first_change is None:
+            self._first_change = time.monotonic()
         self._changed.set()
+        self._wake.set()
 
     def synced(self) -> bool:
         return all(informer.synced.is_set() for informer in self.informers)
@@ -193,9 +211,24 @@ class BudgetWatcher:
     def run(self, stop: threading.Event) -> None:
         for informer in self.informers:
             informer.start()
+        if self.devices is not None:
+            threading.Thread(target=self._accrue, args=(stop,), name="device-time", daemon=True).start()
         stop.wait()
         for informer in self.informers:
             informer.stop()
+
+    def _accrue(self, stop: threading.Event) -> None:
+        """Compute at each change once synced, so the device-time figures
+        change when the state does (not only at a scrape)."""
+        while not stop.is_set():
+            self._wake.wait(1.0)
+            self._wake.clear()
+            if stop.is_set() or not self.synced():
+                continue
+            try:
+                self.samples()
+            except Exception as err:  # noqa: BLE001 - no tree at all: the figures stay as they were
+                log.warning("the pool tree cannot be computed: %s", err)
 
     def objects(self) -> list[dict]:
         return [obj for informer in self.informers for obj in list(informer.store.values())]
@@ -208,11 +241,17 @@ class BudgetWatcher:
             if self._cached is not None and not self._changed.is_set():
                 return self._cached[0]
             self._changed.clear()
+            at, self._first_change = self._first_change or time.monotonic(), None
+            objects = self.objects()
             try:
-                samples = tree_samples(self.objects(), self.platform_vgpu)
+                samples, state, tree, unknown = _tree_figures(objects, self.platform_vgpu)
             except Exception:
                 self._changed.set()  # try again at the next scrape
                 raise
+            if self.devices is not None:
+                pods = [obj for obj in objects if obj.get("kind") == "Pod"]
+                self.devices.update(at, {**devicetime.reserved_figures(tree),
+                                         **devicetime.allocated_figures(state, pods)}, keep=unknown)
             self._cached = (samples, "")
             return samples
 
@@ -223,6 +262,11 @@ def tree_samples(objects: list[dict], platform_vgpu: bool | None = None) -> list
     on (the rule above). Raises the ShapeError of a state that stays
     unreadable (two copies of one object, two Tenants owning a namespace,
     more than MAX_LEFT_OUT objects left out)."""
+    return _tree_figures(objects, platform_vgpu)[0]
+
+
+def _tree_figures(objects: list[dict], platform_vgpu: bool | None = None):
+    """(samples, the indexed state, the tree, whether a namespace's figures are unknown): `tree_samples`'s."""
     from cozyrender.budgets import audit, index_state
     from cozyrender.budgets.unreadable import MAX_LEFT_OUT, bearing, described, unreadable_state_object
     from cozyrender.kube.shape import ShapeError
@@ -246,8 +290,9 @@ def tree_samples(objects: list[dict], platform_vgpu: bool | None = None) -> list
     def unknown(namespace: str) -> bool:  # what a write in `namespace` would read holds one of them
         return bool(left_out) and bool(bearing(state, left_out, {"kind": "Pod", "metadata": {"namespace": namespace}}))
 
-    return (budget_samples(tree, unknown) + finding_samples(findings)
-            + [("cozyrender_tenant_tree_error", {}, 1.0 if left_out else 0.0)])
+    samples = (budget_samples(tree, unknown) + finding_samples(findings)
+               + [("cozyrender_tenant_tree_error", {}, 1.0 if left_out else 0.0)])
+    return samples, state, tree, unknown
 
 
 class Exporter:
@@ -257,6 +302,7 @@ class Exporter:
         self.status = None
         self.licenses = None
         self.budgets = None
+        self.devices: devicetime.DeviceTime | None = None  # the device-time totals (the `metrics` controller's)
 
     def text(self, manager) -> bytes:
         leader = manager.leading
@@ -277,4 +323,6 @@ class Exporter:
                     samples.append(("cozyrender_tenant_tree_error", {}, 1.0))
             if self.licenses is not None and self.licenses.synced():
                 samples += self.licenses.samples()
+            if self.devices is not None:
+                samples += self.devices.samples()
         return render(samples)
