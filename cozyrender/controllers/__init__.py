@@ -3,7 +3,8 @@ run by the leader of `cozyrender controller` (`manager`, `lease`).
 
 - `gpuclass_status`: GPUClass status from `gpuclass.status`;
 - `licenses`: vGPU license copies from `gpuclass.license`;
-- `metrics`: billing and alert figures from the pool tree and the catalog.
+- `metrics`: billing and alert figures from the pool tree and the catalog;
+- `gpubudgets`: each tenant namespace's GPUBudget from the pool tree.
 
 `registry` builds the chosen controllers' factories and the metrics
 exporter for the command.
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 def registry(make_client: Callable[[], object], chosen: tuple[str, ...], platform_vgpu: bool | None = None):
     """(name -> controller factory, the metrics exporter) for `chosen`."""
+    from cozyrender.controllers.gpubudgets import BudgetWriter
     from cozyrender.controllers.gpuclass_status import StatusController
     from cozyrender.controllers.licenses import LicenseCopier
     from cozyrender.controllers.metrics import BudgetWatcher, Exporter
@@ -25,6 +27,7 @@ def registry(make_client: Callable[[], object], chosen: tuple[str, ...], platfor
         "status": ("status", lambda: StatusController(make_client)),
         "licenses": ("licenses", lambda: LicenseCopier(make_client)),
         "metrics": ("budgets", lambda: BudgetWatcher(make_client, platform_vgpu)),
+        "gpubudgets": ("gpubudgets", lambda: BudgetWriter(make_client, platform_vgpu)),
     }
 
     def factory(attribute: str, make: Callable[[], object]) -> Callable[[], object]:
