@@ -41,8 +41,10 @@ def key_status(row) -> dict:
     return {name: data[name] for name in KEY_FIELDS}
 
 
-def _generation(current: Mapping | None):
-    return ((current or {}).get("metadata") or {}).get("generation")
+def _generation(current: Mapping | None) -> int:
+    """The stored GPUBudget's generation; 1 for one not created yet (the API
+    server starts at 1, and a GPUBudget has no spec to move it)."""
+    return ((current or {}).get("metadata") or {}).get("generation") or 1
 
 
 def node_status(node: Node, problem: str | None, now: str, current: Mapping | None = None) -> dict:
