@@ -41,6 +41,13 @@ GPU_VIEW = [
                  "name": "cozy:gpuclasses:view"},
      "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
                    "name": "system:authenticated"}]},
+    # A tenant's users read the GPUBudgets of the namespaces they are bound in (issue 35 item 1).
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+     "metadata": {"name": "cozy:tenant:gpubudgets:view",
+                  "labels": {"rbac.cozystack.io/aggregate-to-tenant": "true",
+                             "rbac.cozystack.io/aggregate-to-tenant-view": "true"}},
+     "rules": [{"apiGroups": ["cozystack.io"], "resources": ["gpubudgets"],
+                "verbs": ["get", "list", "watch"]}]},
 ]
 
 
@@ -88,7 +95,7 @@ def on(value: Any) -> bool:
 
 def with_gpu_changes(upstream: list[dict], cluster: dict) -> dict[tuple, dict]:
     """Cozystack's objects plus the documented GPU changes: the catalog view,
-    the vgpu label on tenant-root, `_namespace.vgpu` only when entitled, and
+    the tenants' GPUBudget view, the vgpu label on tenant-root, `_namespace.vgpu` only when entitled, and
     `_cluster.gpu-vgpu` kept only when on."""
     expected = keyed(upstream + GPU_VIEW)
     entitled = on(cluster.get("gpu-vgpu"))
