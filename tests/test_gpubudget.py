@@ -56,6 +56,7 @@ def test_the_keys_are_the_trees_json_rows_with_the_same_figures():
     for namespace, status in wanted.items():
         rows = [{field: row[field] for field in gpubudget.KEY_FIELDS} for row in tree_json[namespace]["keys"]]
         assert status["keys"] == rows, namespace
+        assert status["summary"]["used"] == ",".join(str(row["used"]) for row in rows)
         assert status["tenant"] == tree_json[namespace]["tenant"]
         assert status["budgetPool"] == tree_json[namespace]["budgetPool"]
         [ready] = status["conditions"]
@@ -133,12 +134,15 @@ def test_every_status_the_function_makes_fits_the_crds_schema_unpruned(crd):
                        for f in ("budget", "carvedOut", "used", "left")), row
 
 
-def test_the_printer_columns_read_fields_the_status_has(crd):
+def test_the_printer_columns_show_every_key_comma_joined_in_order(crd):
     columns = {c["name"]: c["jsonPath"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]}
-    for name in ("Key", "Budget", "Carved Out", "Used", "Left"):
-        field = columns[name].removeprefix(".status.keys[*].")
-        assert field in gpubudget.KEY_FIELDS, name
+    acme = statuses(STATE)["tenant-acme"]
+    shown = {name: acme["summary"][columns[name].removeprefix(".status.summary.")]
+             for name in ("Key", "Budget", "Carved Out", "Used", "Left")}
+    assert shown == {"Key": f"{ALL},cpu,memory", "Budget": "8,32,128Gi", "Carved Out": "4,0,0", "Used": "1,0,0",
+                     "Left": "3,32,128Gi"}
     assert columns["Tenant"] == ".status.tenant" and columns["Pool"] == ".status.budgetPool"
+    assert statuses(STATE)["tenant-root"]["summary"] == {field: "" for field in gpubudget.SUMMARY_FIELDS}
 
 
 def test_the_controller_may_write_gpubudgets_only_as_the_writer_does(helm4):

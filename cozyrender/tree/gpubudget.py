@@ -9,6 +9,11 @@ Rules:
   GPU figures whole numbers of devices, ordinary figures quantity strings
   (`jsonout.row_data`, never recomputed here); `status.tenant` and
   `status.budgetPool` are the node's `tenant` and `budgetPool`;
+- `status.summary` holds the same figures comma-joined in the keys' order
+  (`key`, `budget`, `carvedOut`, `used`, `left`), for the printer columns:
+  the API server prints only the first value a column's JSONPath finds
+  (apiextensions-apiserver's tableconvertor), so `.status.keys[*].used`
+  would show the first key alone;
 - `status.conditions` holds `Ready`: True (`Computed`) with the figures;
   False (`Unreadable`) with no keys when an object the rules cannot read
   bears on them (the message names it); False (`TreeError`) with no keys
@@ -33,12 +38,18 @@ NAME = "gpu-budget"
 MANAGED_BY = "cozyrender-controller"  # its app.kubernetes.io/managed-by label
 READY = "Ready"
 KEY_FIELDS = ("type", "key", "budget", "carvedOut", "used", "left", "overCommitted")
+SUMMARY_FIELDS = ("key", "budget", "carvedOut", "used", "left")
 
 
 def key_status(row) -> dict:
     """One row of `status.keys[]`: the tree's JSON row, cut to KEY_FIELDS."""
     data = row_data(row)
     return {name: data[name] for name in KEY_FIELDS}
+
+
+def summary(keys: list[dict]) -> dict:
+    """`status.summary`: each of SUMMARY_FIELDS of `keys`, comma-joined in order."""
+    return {name: ",".join(str(row[name]) for row in keys) for name in SUMMARY_FIELDS}
 
 
 def _generation(current: Mapping | None) -> int:
@@ -55,9 +66,11 @@ def node_status(node: Node, problem: str | None, now: str, current: Mapping | No
     status: dict = {"tenant": node.tenant, "budgetPool": node.budget_pool}
     if problem is not None:
         status["keys"] = []
+        status["summary"] = summary([])
         status["conditions"] = [_condition(READY, False, "Unreadable", problem, generation, now, previous)]
         return status
     status["keys"] = [key_status(row) for row in node.keys]
+    status["summary"] = summary(status["keys"])
     declared = f"{len(node.keys)} budget key(s) declared" if node.keys else "no budget key declared here"
     pool = f"; its workloads count in the pool of {node.budget_pool}" if node.budget_pool else ""
     status["conditions"] = [_condition(READY, True, "Computed", f"{declared}{pool}", generation, now, previous)]
@@ -68,6 +81,7 @@ def error_status(error: str, now: str, current: Mapping | None = None) -> dict:
     """The status when no tree can be computed: no keys, Ready False naming why."""
     previous = (current or {}).get("status") or {}
     return {"tenant": previous.get("tenant"), "budgetPool": previous.get("budgetPool"), "keys": [],
+            "summary": summary([]),
             "conditions": [_condition(READY, False, "TreeError", f"no pool tree can be computed: {error}",
                                       _generation(current), now, previous)]}
 
@@ -93,5 +107,5 @@ def new_object(namespace: str) -> dict:
                          "labels": {"app.kubernetes.io/managed-by": MANAGED_BY}}}
 
 
-__all__ = ["GROUP", "KEY_FIELDS", "KIND", "MANAGED_BY", "NAME", "PLURAL", "READY", "VERSION", "changed",
-           "desired", "error_status", "key_status", "new_object", "node_status"]
+__all__ = ["GROUP", "KEY_FIELDS", "KIND", "MANAGED_BY", "NAME", "PLURAL", "READY", "SUMMARY_FIELDS", "VERSION",
+           "changed", "desired", "error_status", "key_status", "new_object", "node_status", "summary"]
