@@ -11,7 +11,9 @@ The reader sees its GPUBudget's budget, carved-out, used and left follow a
 VM, a sub-tenant's carve-out and its own budget, each within 10 s of the
 write (a watch as the reader, bounded at 10 s); reads its sub-tenant's;
 cannot read another tenant's, nor list across namespaces, nor write its
-own. A write that changes no figure writes no GPUBudget. `kubectl get
+own. A write that changes no figure writes no GPUBudget. A pod the rules
+cannot read is named in its tenant's GPUBudget (Ready False), no other's.
+`kubectl get
 gpubudgets` prints what docs/guides/tenant-budget.md shows."""
 
 from __future__ import annotations
@@ -253,6 +255,26 @@ def test_a_write_that_changes_no_figure_writes_no_gpubudget(cp):
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert beta["metadata"]["resourceVersion"] != cp.api.get(f"{budgets('tenant-beta')}/gpu-budget")[1][
         "metadata"]["resourceVersion"]
+
+
+def test_an_object_the_rules_cannot_read_is_named_in_its_tenants_gpubudget_alone(cp):
+    carol = Reader(cp.api, "carol", "tenant-beta-view")  # beta's reader
+    widget = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "widget"},
+              "spec": {"automountServiceAccountToken": False, "containers": [{
+                  "name": "c", "image": "registry.invalid/none",
+                  "resources": {"requests": {"example.com/widget": "10E"}, "limits": {"example.com/widget": "10E"}}}]}}
+    cp.create("/api/v1/namespaces/tenant-beta/serviceaccounts",
+              {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}})
+    cp.create("/api/v1/namespaces/tenant-beta/pods", widget)
+    try:
+        beta = carol.watch_until("tenant-beta", lambda obj: not ready(obj))
+        [condition] = beta["status"]["conditions"]
+        assert condition["reason"] == "Unreadable" and beta["status"]["keys"] == []
+        assert "Pod tenant-beta/widget (in the namespace of Tenant tenant-root/beta)" in condition["message"]
+        assert ready(cp.alice.request("GET", f"{budgets('tenant-acme')}/gpu-budget")[1])  # acme's figures stay
+    finally:
+        cp.delete_pod("/api/v1/namespaces/tenant-beta/pods/widget")
+    carol.watch_until("tenant-beta", lambda obj: ready(obj) and figures(obj) == (2, 0, 1, 1))
 
 
 def _without_age(text: str) -> str:
