@@ -3,9 +3,10 @@
 Starts, each as its own process group, with every port on 127.0.0.1:
 - etcd (built from go.etcd.io/etcd/server/v3) and kube-apiserver v1.35.4
   (built from k8s.io/kubernetes), client-certificate authentication, RBAC;
-- kube-controller-manager v1.35.4 with the namespace and garbage-collector
-  controllers (a deleted namespace is emptied and goes; owned objects follow
-  their owner). No kubelet, scheduler or kube-proxy: pods never run;
+- kube-controller-manager v1.35.4 with the namespace, garbage-collector and
+  ClusterRole aggregation controllers (a deleted namespace is emptied and
+  goes; owned objects follow their owner; Cozystack's aggregated tenant roles
+  get their rules). No kubelet, scheduler or kube-proxy: pods never run;
 - the GPUClass CRD and stand-in CRDs for Cozystack's apps.cozystack.io kinds;
 - the namespaces `cozy-system`, `cozyrender-system` and `tenant-root` (or those given);
 - N replicas of `cozyrender webhook` behind a round-robin balancer (the
@@ -311,6 +312,7 @@ class ControlPlane:
             str(self.bin / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
             "--controllers=" + ",".join(("namespace-controller", "garbage-collector-controller",
+                                         "clusterrole-aggregation-controller",
                                          *(self.node.controllers() if self.node else ()))),
             f"--root-ca-file={self.pki / 'ca.crt'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
