@@ -1,0 +1,109 @@
+"""DRA ResourceClaims as a door to a GPU (cozyrender.budgets.doors,
+door_checks): counted by Kubernetes' quota rule, charged to the class
+naming their DeviceClass (`spec.deviceClassName`), refused past a budget
+and outside the vGPU entitlement; a ResourceClaimTemplate checked, never
+charged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from test_budgets_builders import gpuclass, tenant
+
+from cozyrender.budgets import check_write, index_state
+from cozyrender.budgets.doors import claim_device_counts, door_projection, larger_door, read_door
+from cozyrender.kube.shape import ShapeError
+
+CASES = yaml.safe_load((Path(__file__).parent / "data" / "dra" / "claim-quota-usage.yaml").read_text())
+KEY = "gpuclass.cozystack.io/devices"
+DRA_CLASS, VGPU_DRA_CLASS = "gpu.example.com", "vgpu.example.com"
+
+
+def dra_class(name: str, resource: str, device_class: str, mode: str = "passthrough") -> dict:
+    obj = gpuclass(name, resource, mode)
+    obj["spec"]["deviceClassName"] = device_class
+    return obj
+
+
+CLASSES = [dra_class("a100", "nvidia.com/a100", DRA_CLASS),
+           dra_class("a100-4c", "nvidia.com/GRID_A100-4C", VGPU_DRA_CLASS, "vgpu")]
+
+
+def claim(namespace: str, name: str, count: int = 1, device_class: str = DRA_CLASS, mode: str | None = None) -> dict:
+    exactly: dict = {"deviceClassName": device_class, "count": count}
+    if mode is not None:
+        exactly = {"deviceClassName": device_class, "allocationMode": mode}
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}}
+
+
+def template(namespace: str, name: str, count: int = 1, device_class: str = DRA_CLASS) -> dict:
+    body = claim(namespace, name, count, device_class)
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": body["metadata"],
+            "spec": {"spec": body["spec"]}}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_claim_is_counted_as_kubernetes_quota_counts_it(case) -> None:
+    assert claim_device_counts(CASES[case]["spec"]) == CASES[case]["usage"]
+
+
+def test_a_count_that_is_no_count_is_bad_input() -> None:
+    with pytest.raises(ShapeError, match="count"):
+        read_door(claim("tenant-a", "c", count="two"))  # type: ignore[arg-type]
+
+
+def test_the_ledgers_projection_reads_as_the_same_claim() -> None:
+    obj = CASES["prioritized-list-multiple-subrequests-different-device-classes"]
+    obj = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+           "metadata": {"name": "c", "namespace": "tenant-a", "uid": "u"}, "spec": obj["spec"]}
+    assert read_door(door_projection(obj)).counts() == read_door(obj).counts() == {"gpu": 1, "tpu": 32}
+    grown = claim("tenant-a", "c", 4, "gpu")
+    assert read_door(larger_door(door_projection(obj), grown)).counts() == {"gpu": 4, "tpu": 32}
+
+
+def test_a_claim_is_charged_to_the_class_naming_its_device_class() -> None:
+    state = index_state(CLASSES + [tenant("a", quotas={KEY: 4}), claim("tenant-a", "c", 3),
+                                   claim("tenant-a", "other", 9, "fpga.example.com")])
+    assert state.reserved["tenant-a"] == {"a100": 3}
+    assert {k: w.reservations for k, w in state.workloads.items()} == {
+        ("ResourceClaim", "tenant-a", "c"): {"a100": 3}, ("ResourceClaim", "tenant-a", "other"): {}}
+
+
+def test_a_claim_past_the_budget_is_refused_and_one_within_admitted() -> None:
+    state = index_state(CLASSES + [tenant("a", quotas={KEY: 4}), claim("tenant-a", "c", 3)])
+    assert check_write(state, claim("tenant-a", "d", 1)).allowed
+    over = check_write(state, claim("tenant-a", "d", 2))
+    assert not over.allowed
+    assert over.reasons[0].field == "spec.devices.requests[0].exactly.deviceClassName"
+    assert "requested 2, reserved 3, carved out 0, budget 4" in over.reasons[0].message
+    # allocationMode All is 32 devices to the budget, as to Kubernetes' quota.
+    assert not check_write(state, claim("tenant-a", "all", mode="All")).allowed
+    # Another DeviceClass is none of the budgets' business; nor is a namespace outside the tenant tree.
+    assert check_write(state, claim("tenant-a", "fpga", 9, "fpga.example.com")).allowed
+    assert check_write(state, claim("kube-system", "c", 9)).allowed
+
+
+def test_a_vgpu_device_class_needs_the_namespaces_entitlement() -> None:
+    state = index_state(CLASSES + [tenant("a", quotas={KEY: 4})])
+    refused = check_write(state, claim("tenant-a", "v", 1, VGPU_DRA_CLASS))
+    assert not refused.allowed and "vGPU" in refused.reasons[0].message
+    assert not check_write(state, template("tenant-a", "v", 1, VGPU_DRA_CLASS)).allowed
+
+
+def test_a_template_is_checked_never_charged() -> None:
+    # Kubernetes makes a claim per pod from a template; each claim is charged when it is created.
+    state = index_state(CLASSES + [tenant("a", quotas={KEY: 1}), claim("tenant-a", "c", 1)])
+    assert check_write(state, template("tenant-a", "t", 8)).allowed
+    assert not check_write(state, claim("tenant-a", "t-pod-0", 1)).allowed
+
+
+def test_two_classes_naming_one_device_class_charge_the_oldest() -> None:
+    newer = dra_class("b100", "nvidia.com/b100", DRA_CLASS)
+    newer["metadata"]["creationTimestamp"] = "2026-06-01T00:00:00Z"
+    state = index_state(CLASSES + [newer, tenant("a", quotas={KEY: 4}), claim("tenant-a", "c", 2)])
+    assert state.reserved["tenant-a"] == {"a100": 2}
+    assert "its DeviceClass 'gpu.example.com' is held by the older class 'a100'" in str(state.conflicts["b100"])
