@@ -64,6 +64,7 @@ WATCHED: tuple[Watched, ...] = (
     Watched("", "v1", "Pod", "pods", True, "tenant"),
     Watched("kubevirt.io", "v1", "VirtualMachine", "virtualmachines", True, "tenant"),
     Watched("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances", True, "tenant"),
+    Watched("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, "tenant"),
     Watched("", "v1", "Namespace", "namespaces", False, "tenant-namespace"),
     Watched("", "v1", "Secret", "secrets", True, "values"),
 )

@@ -28,6 +28,13 @@ anything, and Helm's `--wait` reports the failed release.
   (`cert-manager.io/inject-ca-from`) is registered without the request, so the
   two never force-apply different bundles over each other (cainjector reacts
   to every change of the configuration, the replicas re-apply every pass).
+- The DRA webhooks (ResourceClaims, ResourceClaimTemplates) are sent only
+  the writes naming a GPU DeviceClass: the DeviceClasses the GPUClasses
+  name (`spec.deviceClassName`) are known only in the cluster, so the chart
+  renders their match condition `gpu-device-classes` as `false` and each
+  replica writes it from the classes its cache holds (`device_class_condition`).
+  A claim of any other DeviceClass is never sent, so an outage never blocks
+  it; a GPUClass naming a new DeviceClass is registered at the next pass.
 - Registration is repeated every `interval` seconds while ready (an apply
   that changes nothing writes nothing): a configuration deleted by hand comes
   back once a replica is ready, which is how the "webhook down" runbook
@@ -94,9 +101,42 @@ def read_configurations(data: Mapping[str, str]) -> list[dict]:
     return found
 
 
+# The match condition of the DRA webhooks this module writes, and where each kind's devices are.
+DEVICE_CLASSES_CONDITION = "gpu-device-classes"
+CLAIM_SPECS = {"resourceclaims": "object.spec", "resourceclaimtemplates": "object.spec.spec"}
+
+
+def device_class_condition(resource: str, device_classes: Iterable[str]) -> str:
+    """The CEL match condition sending a write of `resource` (resourceclaims
+    or resourceclaimtemplates) only when a request or an alternative names
+    one of `device_classes`; `false` when there is none."""
+    names = sorted(set(device_classes))
+    if not names:
+        return "false"
+    listed = "[" + ", ".join("'" + name + "'" for name in names) + "]"  # DNS subdomains: no quote to escape
+    spec = CLAIM_SPECS[resource]
+    return (f"has({spec}.devices) && has({spec}.devices.requests) && {spec}.devices.requests.exists(r, "
+            f"(has(r.exactly) && r.exactly.deviceClassName in {listed}) || "
+            f"(has(r.firstAvailable) && r.firstAvailable.exists(s, s.deviceClassName in {listed})))")
+
+
+def _fill_device_classes(obj: dict, device_classes: Iterable[str]) -> None:
+    for hook in obj.get("webhooks") or []:
+        for condition in hook.get("matchConditions") or []:
+            if condition.get("name") != DEVICE_CLASSES_CONDITION:
+                continue
+            resources = {r for rule in hook.get("rules") or [] for r in rule.get("resources") or []}
+            resource = next(iter(resources)) if len(resources) == 1 else None
+            if resource not in CLAIM_SPECS:
+                raise RegistrationError(f"webhook {hook.get('name')}: condition {DEVICE_CLASSES_CONDITION} needs "
+                                        f"one rule resource of {', '.join(CLAIM_SPECS)}")
+            condition["expression"] = device_class_condition(resource, device_classes)
+
+
 def plan(configurations: Iterable[Mapping], served: Iterable[str], owner: Mapping | None,
-         ca_bundle: str | None) -> Plan:
-    """What one replica does: register what it serves, delete the kinds no longer listed."""
+         ca_bundle: str | None, device_classes: Iterable[str] = ()) -> Plan:
+    """What one replica does: register what it serves (the DRA webhooks'
+    condition written from `device_classes`), delete the kinds no longer listed."""
     served = set(served)
     result = Plan()
     listed = list(configurations)
@@ -119,6 +159,7 @@ def plan(configurations: Iterable[Mapping], served: Iterable[str], owner: Mappin
         if ca_bundle:
             for hook in obj.get("webhooks") or []:
                 hook.setdefault("clientConfig", {}).setdefault("caBundle", ca_bundle)
+        _fill_device_classes(obj, device_classes)
         result.apply.append(obj)
     names = {c["metadata"]["name"] for c in listed}
     kinds = {c["kind"] for c in listed}
@@ -141,7 +182,8 @@ class Registrar:
 
     def __init__(self, client, namespace: str, configmap: str, owner_role: str, served: Iterable[str],
                  ready: Callable[[], bool], ca_bundle: str | Callable[[], str | None] | None = None,
-                 interval: float = INTERVAL, metrics=None) -> None:
+                 interval: float = INTERVAL, metrics=None,
+                 device_classes: Callable[[], Iterable[str]] = lambda: ()) -> None:
         self.client = client
         self.namespace, self.configmap, self.owner_role = namespace, configmap, owner_role
         self.served = tuple(served)
@@ -149,6 +191,7 @@ class Registrar:
         self.ca_bundle = ca_bundle
         self.interval = interval
         self.metrics = metrics
+        self.device_classes = device_classes
         self.registered: list[str] = []
         self.listed: set[str] = set()  # the kinds the ConfigMap listed at the last pass
         self.last_error = ""
@@ -186,7 +229,7 @@ class Registrar:
         configurations = read_configurations(source.data or {})
         self.listed = {c["kind"] for c in configurations}
         ca_bundle = self.ca_bundle() if callable(self.ca_bundle) else self.ca_bundle
-        decided = plan(configurations, self.served, owner, ca_bundle)
+        decided = plan(configurations, self.served, owner, ca_bundle, self.device_classes())
         for obj in decided.apply:
             self.client.patch(_resource(obj["kind"]), obj["metadata"]["name"], obj, patch_type=PatchType.APPLY,
                               field_manager=FIELD_MANAGER, force=True)
@@ -243,5 +286,6 @@ def ca_bundle_file(path: str) -> Callable[[], str | None]:
     return read
 
 
-__all__ = ["FIELD_MANAGER", "INJECT_CA_FROM", "INTERVAL", "KINDS", "Plan", "Registrar", "RegistrationError",
-           "ca_bundle_file", "plan", "read_configurations"]
+__all__ = ["CLAIM_SPECS", "DEVICE_CLASSES_CONDITION", "FIELD_MANAGER", "INJECT_CA_FROM", "INTERVAL", "KINDS", "Plan",
+           "Registrar", "RegistrationError", "ca_bundle_file", "device_class_condition", "plan",
+           "read_configurations"]
