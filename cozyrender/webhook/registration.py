@@ -34,7 +34,10 @@ anything, and Helm's `--wait` reports the failed release.
   renders their match condition `gpu-device-classes` as `false` and each
   replica writes it from the classes its cache holds (`device_class_condition`).
   A claim of any other DeviceClass is never sent, so an outage never blocks
-  it; a GPUClass naming a new DeviceClass is registered at the next pass.
+  it. The replica looks at the classes every second (`DEVICE_CLASS_POLL`)
+  and registers again at once when they name other DeviceClasses: a
+  GPUClass naming a new DeviceClass leaves its claims unsent for about a
+  second after the replicas see it.
 - Registration is repeated every `interval` seconds while ready (an apply
   that changes nothing writes nothing): a configuration deleted by hand comes
   back once a replica is ready, which is how the "webhook down" runbook
@@ -48,6 +51,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -59,6 +63,7 @@ log = logging.getLogger("cozyrender.webhook.registration")
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 FIELD_MANAGER = "cozyrender-webhook"
 INTERVAL = 15.0
+DEVICE_CLASS_POLL = 1.0  # seconds between looks at the DeviceClasses the GPUClasses name
 # cert-manager's cainjector writes the caBundle of a configuration carrying this annotation.
 INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 
@@ -192,6 +197,7 @@ class Registrar:
         self.interval = interval
         self.metrics = metrics
         self.device_classes = device_classes
+        self.applied_classes: tuple[str, ...] | None = None  # the DeviceClasses the last pass wrote
         self.registered: list[str] = []
         self.listed: set[str] = set()  # the kinds the ConfigMap listed at the last pass
         self.last_error = ""
@@ -229,7 +235,8 @@ class Registrar:
         configurations = read_configurations(source.data or {})
         self.listed = {c["kind"] for c in configurations}
         ca_bundle = self.ca_bundle() if callable(self.ca_bundle) else self.ca_bundle
-        decided = plan(configurations, self.served, owner, ca_bundle, self.device_classes())
+        device_classes = tuple(sorted(set(self.device_classes())))
+        decided = plan(configurations, self.served, owner, ca_bundle, device_classes)
         for obj in decided.apply:
             self.client.patch(_resource(obj["kind"]), obj["metadata"]["name"], obj, patch_type=PatchType.APPLY,
                               field_manager=FIELD_MANAGER, force=True)
@@ -245,12 +252,19 @@ class Registrar:
         if registered != self.registered:
             log.info("cozyrender webhook: registered %s", ", ".join(registered) or "nothing")
         self.registered = registered
+        self.applied_classes = device_classes
         return decided
 
     def run(self, stop: threading.Event) -> None:
-        """Register whenever ready, every `interval` seconds, until `stop`."""
+        """Register whenever ready, every `interval` seconds (every second
+        while nothing is registered, and at once when the GPUClasses name
+        other DeviceClasses), until `stop`."""
+        last = None
         while not stop.is_set():
-            if self.ready():
+            due = last is None or not self.registered or time.monotonic() - last >= self.interval or \
+                tuple(sorted(set(self.device_classes()))) != self.applied_classes
+            if due and self.ready():
+                last = time.monotonic()
                 try:
                     self.sync()
                     self.last_error = ""
@@ -262,7 +276,7 @@ class Registrar:
                                 self.last_error)
                     if self.metrics is not None:
                         self.metrics.registrations.labels("error").inc()
-            stop.wait(self.interval if self.registered else min(self.interval, 1.0))
+            stop.wait(min(self.interval, DEVICE_CLASS_POLL))
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name="webhook-registration", daemon=True)
