@@ -107,3 +107,38 @@ def test_two_classes_naming_one_device_class_charge_the_oldest() -> None:
     state = index_state(CLASSES + [newer, tenant("a", quotas={KEY: 4}), claim("tenant-a", "c", 2)])
     assert state.reserved["tenant-a"] == {"a100": 2}
     assert "its DeviceClass 'gpu.example.com' is held by the older class 'a100'" in str(state.conflicts["b100"])
+
+
+def test_check_write_accepts_a_claim_with_the_webhooks_answer(tmp_path) -> None:
+    """`cozyrender check --write` on a ResourceClaim and a ResourceClaimTemplate: the answer the
+    webhook gives for the same state and write (admission.admit)."""
+    from test_budgets_builders import run_check
+    from test_webhook_admission import review
+
+    from cozyrender.webhook import admission
+
+    state = CLASSES + [tenant("a", quotas={KEY: 4}), claim("tenant-a", "c", 3)]
+    indexed = index_state(state)
+    for n, (write, allowed) in enumerate([(claim("tenant-a", "d", 2), False), (claim("tenant-a", "d", 1), True),
+                                          (template("tenant-a", "t", 8), True),
+                                          (claim("tenant-a", "v", 1, VGPU_DRA_CLASS), False)]):
+        (tmp_path / str(n)).mkdir()
+        result = run_check(tmp_path / str(n), state, write)
+        assert result.exit_code == (0 if allowed else 1), result.output
+        response = admission.admit(indexed, review(write, "CREATE", None))["response"]
+        assert response["allowed"] is allowed
+        if not allowed:
+            assert response["status"]["details"]["causes"][0]["message"].split(":")[0] in result.output
+
+
+def test_the_audit_and_the_tree_count_claims() -> None:
+    from cozyrender.budgets import audit
+    from cozyrender.tree.model import build_tree
+
+    indexed = index_state(CLASSES + [tenant("a", quotas={KEY: 2}), claim("tenant-a", "c", 2),
+                                     claim("tenant-a", "d", 1)])  # (stored before the budget was lowered)
+    findings = audit(indexed)
+    assert any("reserved 3 + carved out 0 = 3 > budget 2" in str(f) for f in findings), findings
+    [row] = build_tree(indexed, findings).nodes["tenant-a"].keys
+    assert sorted((r.kind, r.name, r.devices) for r in row.reservations) == [
+        ("ResourceClaim", "c", 2), ("ResourceClaim", "d", 1)]
