@@ -142,3 +142,13 @@ def test_the_audit_and_the_tree_count_claims() -> None:
     [row] = build_tree(indexed, findings).nodes["tenant-a"].keys
     assert sorted((r.kind, r.name, r.devices) for r in row.reservations) == [
         ("ResourceClaim", "c", 2), ("ResourceClaim", "d", 1)]
+
+
+def test_a_pod_using_a_claim_is_not_charged_again() -> None:
+    """A pod's devices are its extended resources: the claims it names are charged once, as claims."""
+    user = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "tenant-a"},
+            "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}],
+                     "containers": [{"name": "c", "resources": {"claims": [{"name": "gpu"}]}}]}}
+    state = index_state(CLASSES + [tenant("a", quotas={KEY: 2}), claim("tenant-a", "c", 2), user])
+    assert state.reserved["tenant-a"] == {"a100": 2}
+    assert check_write(state, {**user, "metadata": {"name": "q", "namespace": "tenant-a"}}).allowed
