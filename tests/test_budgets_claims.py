@@ -152,3 +152,12 @@ def test_a_pod_using_a_claim_is_not_charged_again() -> None:
     state = index_state(CLASSES + [tenant("a", quotas={KEY: 2}), claim("tenant-a", "c", 2), user])
     assert state.reserved["tenant-a"] == {"a100": 2}
     assert check_write(state, {**user, "metadata": {"name": "q", "namespace": "tenant-a"}}).allowed
+
+
+def test_the_metrics_count_claims() -> None:
+    from cozyrender.controllers.metrics import tree_samples
+
+    samples = tree_samples(CLASSES + [tenant("a", quotas={KEY: 4}), claim("tenant-a", "c", 3)])
+    figures = {s[1]["type"]: s[2] for s in samples
+               if s[0] == "cozyrender_tenant_budget" and s[1]["namespace"] == "tenant-a" and s[1]["key"] == KEY}
+    assert (figures["used"], figures["left"], figures["hard"]) == (3.0, 1.0, 4.0)
