@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kubeapi import KubeAPI, apps_path
-from test_webhook_live import APPS, make_tenant, wait_until_cached, webhooks_down
+from test_webhook_live import APPS, ledger_entries, make_tenant, wait_until_cached, webhooks_down
 
 PASSTHROUGH, VGPU = "l40", "l40-2q"
 L40 = "nvidia.com/l40"
@@ -171,6 +171,10 @@ def test_a_claim_past_a_spent_budget_is_refused_and_one_within_is_counted(cluste
     namespace = tenant(api, "claimer", {KEY: 4})
     status, body = api.create(claims_path(namespace), claim(namespace, "train", 3))
     assert status == 201, body.get("message", body)
+    # Reserved in the pool's ledger shard until the replicas see it stored (its devices, as projected).
+    [entry] = [e for e in ledger_entries(api, namespace) if e["identity"][1:] == ["ResourceClaim", namespace, "train"]]
+    assert entry["object"]["spec"]["devices"]["requests"] == [
+        {"name": "r0", "exactly": {"deviceClassName": DRA, "count": 3}}], entry
     status, body = api.create(claims_path(namespace), claim(namespace, "more", 2))
     refused(status, body, "exceeded GPU budget", "requested 2, reserved 3", "budget 4")
     # allocationMode All is 32 devices, as Kubernetes' quota counts it.
