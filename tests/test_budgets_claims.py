@@ -161,3 +161,17 @@ def test_the_metrics_count_claims() -> None:
     figures = {s[1]["type"]: s[2] for s in samples
                if s[0] == "cozyrender_tenant_budget" and s[1]["namespace"] == "tenant-a" and s[1]["key"] == KEY}
     assert (figures["used"], figures["left"], figures["hard"]) == (3.0, 1.0, 4.0)
+
+
+def test_the_webhook_cache_keeps_a_claim_as_the_rules_read_it() -> None:
+    from cozyrender.webhook.cache import compact
+
+    obj = claim("tenant-a", "c", 3)
+    obj["metadata"].update(uid="u1", generation=1, resourceVersion="7", managedFields=[{"manager": "kubectl"}])
+    obj["status"] = {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.cozyrender.io",
+                                                              "pool": "node-1", "device": f"gpu-{i}"} for i in range(3)]}}}
+    kept = compact(obj)
+    assert read_door(kept) == read_door(obj)
+    assert {k: kept["metadata"][k] for k in ("uid", "generation", "resourceVersion")} == {
+        "uid": "u1", "generation": 1, "resourceVersion": "7"}
+    assert "status" not in kept and "managedFields" not in kept["metadata"]
