@@ -196,11 +196,15 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     if register:
         from cozyrender.webhook.registration import Registrar, ca_bundle_file
 
+        def gpu_device_classes() -> list[str]:
+            with lock:  # the DeviceClasses the GPUClasses name: the DRA webhooks are sent claims of these
+                return sorted(index.state.class_device_classes)
+
         # `ca.crt` beside the serving certificate (cert-manager's Secret holds the CA that signed
         # it there), read at each registration pass: a renewed Secret is followed.
         registrar = Registrar(ledger_client, namespace, register, register_owner, routes, ready,
                               ca_bundle=ca_bundle_file(os.path.join(os.path.dirname(tls_cert), "ca.crt")),
-                              metrics=metrics)
+                              metrics=metrics, device_classes=gpu_device_classes)
         registrar.start(stopping)
     if flux_injection:
         # With --register, the loop writes only while the chart lists the MutatingWebhookConfiguration
