@@ -229,8 +229,9 @@ def test_the_chart_creates_no_webhook_configuration_itself(helm4: Path, mode: st
         objects = render(helm4, *MODES[mode], "--set", f"fluxInjection={injection}")
         assert not [o for o in objects if o["kind"].endswith("WebhookConfiguration")]
         registered = by_kind(objects, "ValidatingWebhookConfiguration") + by_kind(objects, "MutatingWebhookConfiguration")
-        assert [c["kind"] for c in registered] == ["ValidatingWebhookConfiguration"] + (
-            ["MutatingWebhookConfiguration"] if injection == "true" else [])
+        assert [c["kind"] for c in registered] == ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]
+        assert [hook["name"] for hook in registered[1]["webhooks"]] == ["licenses.cozyrender.io"] + (
+            ["postrenderers.cozyrender.io"] if injection == "true" else [])
         deployment = webhook_deployment(objects)
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "--register=cozyrender-webhook-webhooks" in args and "--register-owner=cozyrender-webhook-read" in args

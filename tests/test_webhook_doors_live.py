@@ -282,3 +282,44 @@ def test_with_the_webhook_down_a_pod_or_claim_without_gpus_is_admitted(cluster, 
         assert status == 201, body.get("message", body)
         status, body = api.create(claims_path(namespace), claim(namespace, "gpu", 1))
         assert status >= 500 and "resourceclaims.budgets.cozyrender.io" in body["message"], body
+
+
+def test_a_licensed_vgpu_vmi_is_given_its_license_disk_which_the_api_server_keeps(cluster, api) -> None:
+    """The license webhook (licenses.cozyrender.io, the contract's license volume): registered
+    from the chart with the other configurations, it answers a licensed vGPU VMI's CREATE
+    with a JSON Patch adding the class's license copy as a labelled Secret volume and disk;
+    applied by the real API server to a VMI of KubeVirt's schema (in a namespace no webhook
+    is sent), the stored VMI holds both as the contract says (nothing pruned)."""
+    import base64
+    import json
+    import ssl
+    import urllib.request
+
+    import yaml
+
+    status, registered = api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
+                                 "cozyrender-webhook")
+    assert status == 200, registered
+    [hook] = [h for h in registered["webhooks"] if h["name"] == "licenses.cozyrender.io"]
+    assert hook["rules"][0]["resources"] == ["virtualmachineinstances"] and hook["failurePolicy"] == "Fail"
+    body = vmi("default", "licensed", [L40_2Q])
+    callers = yaml.safe_load((cluster.pki / "webhook-callers" / "kubeconfig").read_text())["users"][0]["user"]
+    context = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
+    context.load_cert_chain(callers["client-certificate"], callers["client-key"])
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+              "request": {"uid": "license", "operation": "CREATE", "namespace": "default", "object": body,
+                          "kind": {"group": "kubevirt.io", "version": "v1", "kind": "VirtualMachineInstance"}}}
+    request = urllib.request.Request(f"https://127.0.0.1:{cluster.ports['webhook-0']}/mutate-licenses",
+                                     json.dumps(review).encode(), {"Content-Type": "application/json"})
+    response = json.loads(urllib.request.urlopen(request, context=context, timeout=10).read())["response"]
+    assert response["allowed"] and response["patchType"] == "JSONPatch", response
+    patch = json.loads(base64.b64decode(response["patch"]))
+    status, created = api.create(kubevirt_path("virtualmachineinstances", "default"), body)
+    assert status == 201, created
+    status, patched = api.request("PATCH", kubevirt_path("virtualmachineinstances", "default", "licensed"), patch,
+                                  content_type="application/json-patch+json")
+    assert status == 200, patched
+    name = f"vgpu-license-{VGPU}"
+    assert patched["spec"]["volumes"] == [{"name": name, "secret": {"secretName": name, "volumeLabel": "COZY_VGPU_LIC"}}]
+    assert patched["spec"]["domain"]["devices"]["disks"] == [{"name": name, "disk": {"bus": "virtio"}}]
+    assert patched["spec"]["domain"]["devices"]["gpus"] == body["spec"]["domain"]["devices"]["gpus"]

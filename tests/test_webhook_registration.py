@@ -81,7 +81,7 @@ def test_the_chart_renders_what_the_replicas_read(helm4):
                           "--set", "fluxInjection=true"], capture_output=True, text=True, check=True).stdout
     [source] = [d for d in yaml.safe_load_all(out) if d and d["metadata"]["name"] == "w-webhooks"]
     found = read_configurations(source["data"])
-    decided = plan(found, ["/validate", "/mutate"], OWNER, "UEVN")
+    decided = plan(found, ["/validate", "/mutate-licenses", "/mutate"], OWNER, "UEVN")
     assert sorted(c["kind"] for c in decided.apply) == ["MutatingWebhookConfiguration",
                                                          "ValidatingWebhookConfiguration"]
     assert decided.delete == []

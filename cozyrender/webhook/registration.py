@@ -200,6 +200,7 @@ class Registrar:
         self.applied_classes: tuple[str, ...] | None = None  # the DeviceClasses the last pass wrote
         self.registered: list[str] = []
         self.listed: set[str] = set()  # the kinds the ConfigMap listed at the last pass
+        self.webhooks: set[str] = set()  # the webhooks (by name) it listed
         self.last_error = ""
 
     def _owner(self) -> dict | None:
@@ -225,15 +226,16 @@ class Registrar:
             source = self.client.get(ConfigMap, self.configmap, namespace=self.namespace)
         except ApiError as err:
             if err.status.code == 404:
-                self.listed = set()
+                self.listed, self.webhooks = set(), set()
                 return None
             raise
         owner = self._owner()
         if owner is None:
-            self.listed = set()
+            self.listed, self.webhooks = set(), set()
             return None
         configurations = read_configurations(source.data or {})
         self.listed = {c["kind"] for c in configurations}
+        self.webhooks = {hook.get("name") for c in configurations for hook in c.get("webhooks") or []}
         ca_bundle = self.ca_bundle() if callable(self.ca_bundle) else self.ca_bundle
         device_classes = tuple(sorted(set(self.device_classes())))
         decided = plan(configurations, self.served, owner, ca_bundle, device_classes)

@@ -475,8 +475,9 @@ def down(directory: Path) -> None:
 
 def set_injection(directory: Path, on: bool) -> int:
     """`helm upgrade --set fluxInjection=true|false` for the cluster's chart objects: the
-    ConfigMap of configurations re-rendered and applied; the replicas register or delete
-    the MutatingWebhookConfiguration and run or pause the loop accordingly."""
+    ConfigMap of configurations re-rendered and applied; the replicas register the
+    MutatingWebhookConfiguration with or without its postrenderers webhook and run or pause
+    the loop accordingly."""
     state = json.loads((Path(directory) / "state.json").read_text())
     plane = ControlPlane(directory, flux_injection=on)
     if (Path(directory) / "node").is_dir():  # the chart installed by Helm on the node: upgrade it
@@ -495,9 +496,13 @@ def set_injection(directory: Path, on: bool) -> int:
     # Everything the chart changes with the value: the ConfigMap of configurations and the RBAC
     # injection needs (tenant values Secrets, HelmReleases).
     plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    present = lambda: plane.kubectl("get", "mutatingwebhookconfiguration", WEBHOOK_RELEASE,  # noqa: E731
-                                    check=False).returncode == 0
-    plane._wait(f"the replicas {'registering' if on else 'deleting'} the MutatingWebhookConfiguration",
+
+    def present() -> bool:  # the postrenderers webhook in the MutatingWebhookConfiguration (beside the licenses one)
+        found = plane.kubectl("get", "mutatingwebhookconfiguration", WEBHOOK_RELEASE, "-o", "json", check=False)
+        return found.returncode == 0 and any(hook.get("name") == "postrenderers.cozyrender.io"
+                                             for hook in json.loads(found.stdout).get("webhooks") or [])
+
+    plane._wait(f"the replicas {'registering' if on else 'removing'} the postrenderers webhook",
                 lambda: present() is on, 60)
     print(f"cluster: Flux injection {'on' if on else 'off'}")
     return 0
