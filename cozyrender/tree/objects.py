@@ -28,11 +28,13 @@ from cozyrender.tree.model import Tree
 
 @dataclass
 class Computed:
-    """A tree, the indexed state it was built from, and the objects left out."""
+    """A tree, the indexed state it was built from, the objects left out, and the audit's
+    findings the tree was built with."""
 
     tree: Tree
     state: object
     left_out: list = field(default_factory=list)
+    findings: list = field(default_factory=list)
 
     def problem(self, namespace: str) -> str | None:
         """Why the figures of `namespace` cannot be computed, naming each
@@ -70,7 +72,7 @@ def computed_tree(objects: Sequence[Mapping], platform_vgpu: bool | None = None)
             left_out.append(found)
             kept = [item for item in kept if item is not err.obj]
     findings = audit(state)
-    return Computed(build_tree(state, findings, platform_vgpu=platform_vgpu), state, left_out)
+    return Computed(build_tree(state, findings, platform_vgpu=platform_vgpu), state, left_out, findings)
 
 
 __all__ = ["Computed", "computed_tree"]
