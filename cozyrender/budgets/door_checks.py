@@ -37,7 +37,7 @@ from .doors import POD, Door, is_claim_template, parent_identity, read_claim_tem
 from .holders import children_of, held, resolve
 from .index import BudgetState, pod_door
 from .model import WORKLOAD_KINDS, Workload
-from .tree import is_tenant_namespace, malformed_namespace_message
+from cozyrender.namespaces import is_tenant_namespace, malformed_namespace_message
 
 LAUNCHER = "virt-launcher pod"
 
@@ -50,7 +50,7 @@ def check_door_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | Non
     template = is_claim_template(obj)
     door = read_claim_template(obj) if template else pod_door(obj) if obj.get("kind") == POD else read_door(obj)
     if not is_tenant_namespace(door.namespace):
-        from .tree import is_malformed_tenant_namespace
+        from cozyrender.namespaces import is_malformed_tenant_namespace
 
         if is_malformed_tenant_namespace(door.namespace) and door.devices:
             return Decision((Reason("metadata.namespace", f"Invalid: {malformed_namespace_message(door.namespace)}"),))

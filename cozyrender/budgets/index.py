@@ -55,7 +55,7 @@ from .model import (
 )
 from .doors import DOOR_KINDS, Door, may_hold_devices, read_door
 from .charges import ALL_CLASSES, NO_CHARGE, Charge, budget_charge, caps, physical_charge, tenant_charge
-from .tree import ROOT_NAMESPACE, ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from .usage import usage_under
 
 

@@ -56,7 +56,7 @@ from cozyrender.gpuclass.conflicts import find_conflicts
 
 from . import index as ix
 from .index import BudgetState, Indexed, index_state
-from .tree import ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
+from cozyrender.namespaces import ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from . import holders
 from .doors import may_hold_devices
 from .holders import resolve

@@ -23,7 +23,7 @@ from .model import (
     parse_workload,
     quota_field,
 )
-from .tree import is_malformed_tenant_namespace, malformed_namespace_message, owned_namespace
+from cozyrender.namespaces import is_malformed_tenant_namespace, malformed_namespace_message, owned_namespace
 
 
 def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
@@ -107,7 +107,7 @@ def namespaces_held(objects) -> set[str]:
     namespace of every namespaced object in it, and the namespace each Tenant
     owns (its chart creates it; a GitOps state holds the Tenant, not the
     Namespace)."""
-    from .tree import owned_namespace as owned
+    from cozyrender.namespaces import owned_namespace as owned
 
     held: set[str] = set()
     for obj in objects:

@@ -102,7 +102,7 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     import ssl
 
     from cozyrender.budgets.live import LiveIndex
-    from cozyrender.budgets.tree import ROOT_NAMESPACE
+    from cozyrender.namespaces import ROOT_NAMESPACE
     from cozyrender.kube.client import ClientError, make_client, stored_object
     from cozyrender.webhook.cache import Cache
     from cozyrender.webhook.ledger import Arbiter, ConfigMapShards, LedgerError

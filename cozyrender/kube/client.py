@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cozyrender.budgets.tree import ROOT_NAMESPACE, is_tenant_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, is_tenant_namespace
 
 VALUES_SECRET = "cozystack-values"
 

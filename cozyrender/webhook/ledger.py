@@ -104,7 +104,7 @@ from cozyrender.budgets.holders import resolve
 from cozyrender.kube.pods import extended_resource_names
 from cozyrender.budgets.live import LiveIndex
 from cozyrender.budgets.model import WORKLOAD_KINDS, parse_declaration, parse_workload
-from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, is_within, parent_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, ancestors, is_tenant_namespace, is_within, parent_namespace
 from cozyrender.gpuclass.classes import identity_group
 from cozyrender.kube.identity import identity_of
 from cozyrender.kube.shape import ShapeError
