@@ -1,6 +1,6 @@
 """tools/scrape_objects.py on the chart's own scrape objects, rendered by real Helm (issue 35
 item 3): the ServiceMonitor and the VMServiceScrape become the scrape configs their operators
-generate, which Debian's promtool accepts; the two agree in what decides the labels and the
+generate, which Debian's promtool accepts (discovery aside: see through_http_sd); the two agree in what decides the labels and the
 connection (honor_labels, the Service selector, the port, scheme, path, interval, the CA and the
 server name); the scraper's `overrideHonorLabels` turns honor_labels off; the CA is read from the
 Secret (cert-manager) or the ConfigMap the object names, under each operator's asset name; a
@@ -22,7 +22,7 @@ from test_controller_chart import render
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
 
-from scrape_objects import ScrapeObjectError, scrape_configs  # noqa: E402
+from scrape_objects import ScrapeObjectError, scrape_configs, through_http_sd  # noqa: E402
 
 CA = "-----BEGIN CERTIFICATE-----\nthe chart's CA\n-----END CERTIFICATE-----\n"
 CA_FROM_SECRET = "-----BEGIN CERTIFICATE-----\ncert-manager's CA\n-----END CERTIFICATE-----\n"
@@ -115,8 +115,10 @@ def test_promtool_accepts_the_translated_configuration(helm4: Path, tmp_path: Pa
     for role in ("endpoints", "endpointslice"):
         configs = [c for kind, o in objects.items() for c in translate(o, store, tmp_path / kind, api_server=api_server,
                                                                       role=role)]
+        # Debian's promtool, like its prometheus, has no Kubernetes SD: it checks the rest, with the
+        # discovery served over HTTP SD by tools/k8ssd (which parses kubernetes_sd_configs itself).
         config = tmp_path / f"{role}.yml"
-        config.write_text(yaml.safe_dump({"scrape_configs": configs}))
+        config.write_text(yaml.safe_dump({"scrape_configs": through_http_sd(configs, "http://127.0.0.1:9")}))
         checked = subprocess.run(["promtool", "check", "config", "--syntax-only", str(config)],
                                  capture_output=True, text=True)
         assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -240,3 +240,14 @@ def _tls(operator: Operator, where: str, tls: dict, namespace: str, read_key, as
     if tls.get("serverName"):
         out["server_name"] = tls["serverName"]
     return out
+
+
+def through_http_sd(configs: list[dict], url: str, refresh: str = "2s") -> list[dict]:
+    """The same scrape configs for Debian's prometheus, which is built without the Kubernetes
+    service discovery: each job's `kubernetes_sd_configs` becomes an `http_sd_configs` entry
+    reading `<url>/sd/<job_name>` from tools/k8ssd (`cozyrender-k8s-sd`), which runs those very
+    kubernetes_sd_configs with Prometheus' own Kubernetes SD and serves every meta label it
+    discovers. Nothing else changes: relabeling, honor_labels, TLS and scraping stay Prometheus'."""
+    return [{**{k: v for k, v in config.items() if k != "kubernetes_sd_configs"},
+             "http_sd_configs": [{"url": f"{url}/sd/{config['job_name']}", "refresh_interval": refresh}]}
+            for config in configs]
