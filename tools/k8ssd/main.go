@@ -31,9 +31,9 @@ import (
 )
 
 type job struct {
-	Name       string                   `yaml:"job_name"`
-	Kubernetes []*kubernetes.SDConfig   `yaml:"kubernetes_sd_configs"`
-	Rest       map[string]interface{}   `yaml:",inline"`
+	Name       string                 `yaml:"job_name"`
+	Kubernetes []*kubernetes.SDConfig `yaml:"kubernetes_sd_configs"`
+	Rest       map[string]interface{} `yaml:",inline"`
 }
 
 type group struct {
