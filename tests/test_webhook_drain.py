@@ -148,10 +148,11 @@ def test_closing_closes_idle_connections_itself_and_answers_the_active_ones(tmp_
     no request used during the drain is closed by the server at once (a FIN the caller sees
     while the process still runs, not a reset at its exit), and a request being answered gets
     its answer, saying Connection: close."""
-    release = threading.Event()
+    release, entered = threading.Event(), threading.Event()
 
     def route(body):
         if body["request"]["uid"] == "slow":
+            entered.set()
             release.wait(30)
         return _answer(body)
 
@@ -170,8 +171,7 @@ def test_closing_closes_idle_connections_itself_and_answers_the_active_ones(tmp_
 
         in_flight = threading.Thread(target=slow)
         in_flight.start()
-        while server.inflight == 0:
-            time.sleep(0.01)
+        assert entered.wait(30)  # the slow request is being answered (not the first one's count, not yet gone)
         server.shutdown()
         thread.join(10)
         closing = threading.Thread(target=lambda: answers.append(server.close_gracefully(10)))
