@@ -72,14 +72,15 @@ def test_both_nodes_are_ready_and_the_second_has_no_gpu(plane):
     assert addresses == {plane.node.name: [plane.node.gateway], plane.extra_nodes[0].name: [plane.extra_nodes[0].gateway]}
 
 
-def spread(plane) -> None:
+def spread(plane) -> bool:
     """The two replicas on the two nodes. The chart's anti-affinity is preferred; where the scheduler
     still put both on one node, that node is cordoned and one replica deleted, so the ReplicaSet's
-    new one lands on the other (the PodDisruptionBudget keeps one serving meanwhile)."""
+    new one lands on the other (the PodDisruptionBudget keeps one serving meanwhile). Returns whether
+    the scheduler had spread them itself."""
     wait_for("the Deployment settled", lambda: deployment_settled(plane))
     placed = nodes_of(plane)
     if len(set(placed.values())) == 2:
-        return
+        return True
     crowded = next(iter(placed.values()))
     plane.kubectl("cordon", crowded)
     try:
@@ -88,10 +89,11 @@ def spread(plane) -> None:
                  lambda: deployment_settled(plane) and len(set(nodes_of(plane).values())) == 2)
     finally:
         plane.kubectl("uncordon", crowded)
+    return False
 
 
 def test_a_node_drained_during_writes_refuses_no_fitting_write(plane, api, record_property):
-    spread(plane)
+    record_property("spread_by_scheduler", spread(plane))
     namespace = test_webhook_live.make_tenant(api, "drain", {A100: 4})
     wait_cached_tenant(plane, namespace)
     done = threading.Event()
@@ -103,6 +105,7 @@ def test_a_node_drained_during_writes_refuses_no_fitting_write(plane, api, recor
         drain = plane.kubectl("drain", drained, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s",
                               check=False, timeout=320)
         record_property("drain_s", round(time.monotonic() - started, 1))
+        record_property("drained", drained)
         try:
             wait_for("the Deployment settled on the other node", lambda: deployment_settled(plane))
             placed = nodes_of(plane)
