@@ -22,7 +22,7 @@ Starts, each as its own process group, with every port on 127.0.0.1:
   (aggapi.py, tools/aggapi), presenting its own certificate of that CA,
   instead of by the stand-in CRDs.
 
-    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi]]
+    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi] [--nodes 2]]
     python tools/controlplane/cluster.py down [--dir .cache/cluster]
 
 `up` returns once everything answers ready and leaves the processes running;

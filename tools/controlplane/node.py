@@ -27,10 +27,22 @@
   `enable_cdi` in 1.7): on such a node runc is called through tools/node/cdi_runc.py, a
   stand-in for that step, which adds the CDI specs' env edits of the pod's prepared claims.
 
+`Node(plane, index=1)` (the plane's `nodes=2`) is a second node, `cozyrender-node-2` in
+<plane>/node-2, for what needs somewhere to move pods (a drain): no GPUs (no device plugin, no
+DRA driver), its own bridge and subnet, containerd, kubelet (certificates, port, cgroup root),
+the first node's scheduler and API server forward (its pods get a route to that address). Its
+containerd and kubelet run in a mount namespace of their own (a holder process from `unshare
+--mount --propagation slave`, the two started through `nsenter --mount`) with private folders
+bind-mounted over the kubelet's machine-wide paths: /var/lib/kubelet/device-plugins (a
+kubelet's device manager deletes every socket there on start, the first node's device plugin's
+included) and /var/log/pods, /var/log/containers (a kubelet's garbage collection removes the
+log folders of pods it does not know). Its mounts go with the namespace.
+
 What the kubelet changes on the machine is put back by `cleanup`: the kernel tunables a kubelet
 sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops), its cgroups, the pods' network
-namespaces and mounts, the bridge. Only one node runs on a machine at a time: the kubelet's
-device plugin socket is /var/lib/kubelet/device-plugins/kubelet.sock whatever its root folder.
+namespaces and mounts, the bridge, an extra node's mount namespace. Only one plane's nodes run on
+a machine at a time: the first node's device plugin socket is
+/var/lib/kubelet/device-plugins/kubelet.sock whatever its root folder.
 """
 
 from __future__ import annotations
