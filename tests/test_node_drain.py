@@ -70,6 +70,11 @@ def test_both_nodes_are_ready_and_the_second_has_no_gpu(plane):
     addresses = {name: [a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP"]
                  for name, n in nodes.items()}
     assert addresses == {plane.node.name: [plane.node.gateway], plane.extra_nodes[0].name: [plane.extra_nodes[0].gateway]}
+    # The second kubelet's device manager, which deletes every socket in its device-plugin folder on
+    # start, had a private folder (its mount namespace): the first node's sockets are still there.
+    host = Path("/var/lib/kubelet/device-plugins")
+    assert (host / "kubelet.sock").is_socket() and list(host.glob("cozyrender-*.sock")), list(host.iterdir())
+    assert [p.name for p in (plane.extra_nodes[0].dir / "device-plugins").iterdir()] == ["kubelet.sock"]
 
 
 def spread(plane) -> bool:
