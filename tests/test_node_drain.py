@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-from kubeapi import KubeAPI
 import test_webhook_live
 from test_webhook_live import A100
 
@@ -28,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".cache" / "bin"
 sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
 
-from test_node_cluster import (GPU, NAMESPACE, RELEASE, _busiest, _churn, deployment_settled,  # noqa: E402
+from test_node_cluster import (GPU, NAMESPACE, _busiest, _churn, deployment_settled,  # noqa: E402
                                kubectl_json, ready, wait_cached_tenant, wait_for, webhook_pods)
+from test_node_cluster import api  # noqa: E402,F401 - the fixture: the GPUClass a100 on this module's plane
 
 
 @pytest.fixture(scope="module")
@@ -41,17 +41,6 @@ def plane(tmp_path_factory):
     plane.start()
     yield plane
     plane.stop()
-
-
-@pytest.fixture(scope="module")
-def api(plane) -> KubeAPI:
-    api = KubeAPI(plane)
-    status, body = api.create("/apis/cozystack.io/v1alpha1/gpuclasses", {
-        "apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": "a100"},
-        "spec": {"vendor": "nvidia", "model": "A100", "mode": "passthrough", "memory": "40Gi",
-                 "sourceKind": "PCIHostDevice", "resourceName": GPU}})
-    assert status == 201, body
-    return api
 
 
 def nodes_of(plane) -> dict[str, str]:

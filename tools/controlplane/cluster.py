@@ -124,6 +124,8 @@ class ControlPlane:
         # With nodes > 1, the extra nodes (node.py: no GPUs, each in a mount namespace of its own)
         # beside the plane's node, started after it.
         self.node_count = nodes
+        if nodes > 1 and not node:
+            raise ClusterError("extra nodes come with the node: nodes > 1 needs node=True (--node)")
         self.extra_nodes: list = []
         # apps.cozystack.io from the aggregated server in a pod (aggapi.py) instead of stand-in CRDs.
         self.aggapi = aggapi
