@@ -116,12 +116,11 @@ $(DIST)/cert-manager-controller-image/index.json: $(BIN)/cert-manager-controller
 # runs, and it resolves no name). With CGO_ENABLED=0 nothing above package net would be shared
 # with that cache. Measured on the shared 2 cores with the modules downloaded: 20 s beside
 # kube-apiserver's packages, 3 min 40 s with an empty Go build cache; the image 3 s (21 MiB).
-AGGAPI_GO := tools/aggapi/go.mod tools/aggapi/go.sum $(wildcard tools/aggapi/*.go tools/aggapi/apps/*.go)
 aggapi: $(BIN)/cozystack-apps-apiserver $(DIST)/cozystack-apps-apiserver-image/index.json
-$(BIN)/cozystack-apps-apiserver: $(AGGAPI_GO)
-	mkdir -p $(BIN)
-	cd tools/aggapi && go build -trimpath -ldflags "$(GO_LDFLAGS) -buildid= -linkmode=external -extldflags=-static" \
-	  -o $(abspath $@) .
+$(BIN)/cozystack-apps-apiserver: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/aggapi -- 'cd tools/aggapi && go build -trimpath \
+	  -ldflags "$(GO_LDFLAGS) -buildid= -linkmode=external -extldflags=-static" -o $(abspath $@) .'
 $(DIST)/cozystack-apps-apiserver-image/index.json: $(BIN)/cozystack-apps-apiserver tools/image/build.py build/image-revision | $(VENV)/.installed
 	$(PY) tools/image/build.py cozystack-apps-apiserver --out $(DIST) --bin $(BIN)
 

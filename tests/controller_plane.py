@@ -49,23 +49,28 @@ def wait_for(predicate, timeout: float = 60.0, step: float = 0.1, what: str = "t
 
 
 class ControllerPlane:
-    def __init__(self, plane) -> None:
+    def __init__(self, plane, namespace: str = NAMESPACE, release: str = "cozyrender-webhook") -> None:
+        """`namespace` and `release`: where and as what the chart is rendered (a
+        test on a shared plane takes its own, so its service account, RBAC and
+        Lease are its own)."""
         self.plane = plane
         self.api = KubeAPI(plane)
-        cert, key = plane.ca.issue("controller-client", CONTROLLER_USER,
-                                   organizations=("system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"),
+        self.namespace, self.release = namespace, release
+        cert, key = plane.ca.issue(f"controller-client-{namespace}",
+                                   f"system:serviceaccount:{namespace}:cozyrender-controller",
+                                   organizations=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
                                    client=True)
         from cluster import _kubeconfig
 
-        self.kubeconfig = plane.dir / "controller-kubeconfig"
+        self.kubeconfig = plane.dir / f"controller-kubeconfig-{namespace}"
         self.kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", cert, key,
                                                               "cozyrender-controller")))
         self.replicas: dict[str, int] = {}  # name -> metrics port
 
     def apply_chart(self, *sets: str) -> list[dict]:
         rendered = subprocess.run(
-            [str(BIN / "helm4"), "template", "cozyrender-webhook", str(ROOT / "charts" / "cozyrender-webhook"),
-             "--namespace", NAMESPACE, *sets], capture_output=True, text=True, check=True,
+            [str(BIN / "helm4"), "template", self.release, str(ROOT / "charts" / "cozyrender-webhook"),
+             "--namespace", self.namespace, *sets], capture_output=True, text=True, check=True,
             env={**os.environ, "HELM_CACHE_HOME": str(self.plane.dir / "helm"),
                  "HELM_CONFIG_HOME": str(self.plane.dir / "helm"), "HELM_DATA_HOME": str(self.plane.dir / "helm")})
         documents = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
@@ -118,8 +123,8 @@ class ControllerPlane:
             return response.read().decode()
 
     def holder(self) -> str:
-        status, lease = self.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases/"
-                                     "cozyrender-webhook-controller")
+        status, lease = self.api.get(f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/"
+                                     f"{self.release}-controller")
         return (lease.get("spec") or {}).get("holderIdentity") or "" if status == 200 else ""
 
     # ------------------------------------------------------------------ objects

@@ -369,6 +369,8 @@ READ_ONLY_SUCCEEDS = {"template", "flux", "check", "tree", "catalog", "gpuclass 
 READ_ONLY_STDIN = {"post-render": (ROOT / "examples" / "demo" / "root" / "raw.yaml").read_bytes()}
 REMOUNT_READ_ONLY = (
     'for m in $(findmnt -rno TARGET | grep -v "^/proc\\|^/sys\\|^/dev"); do '
+    # a mount whose folder was deleted (a finished node test's pod volume) has no path to write through
+    '[ -e "$m" ] || continue; '
     'mount -o remount,bind,ro "$m" 2>/dev/null || mount --bind -o ro "$m" "$m" || exit 90; done; '
     'touch "$COZYRENDER_RO_PROBE" 2>/dev/null && exit 91; exec "$@"')
 

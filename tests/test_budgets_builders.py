@@ -97,7 +97,7 @@ def as_listed(state: list[dict]) -> list[dict]:
     without a vGPU label (no word on the entitlement), so no answer changes.
     `cozyrender check` refuses a state with no Tenant or no Namespace; a
     test of that builds its file itself."""
-    from cozyrender.budgets.tree import owned_namespace
+    from cozyrender.namespaces import owned_namespace
 
     def meta(obj: object, field: str) -> object:
         metadata = obj.get("metadata") if isinstance(obj, dict) else None

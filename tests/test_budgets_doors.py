@@ -5,7 +5,8 @@ in a chain is charged, and the properties the rules promise:
 - the live index equals a fresh index of its objects after any sequence of
   door, app and class events (the LiveIndex contract);
 - two replicas with lagging watches sharing one ledger, writing through
-  every door (apps, VMs, VMIs, launcher pods, plain pods), the attacker's
+  every door (apps, VMs, VMIs, launcher pods, plain pods, DRA
+  ResourceClaims), the attacker's
   moves included (claims of owners that do not exist or have another uid,
   more devices than the owner, parents shrunk below their children, writes
   admitted but never stored): the devices held in a pool never exceed its
@@ -32,7 +33,9 @@ from cozyrender.webhook.ledger import Arbiter, MemoryShards, identity
 from cozyrender.webhook.metrics import Metrics
 
 A100, H100, VG = "nvidia.com/a100", "nvidia.com/h100", "nvidia.com/GRID_A100-4C"
+DRA = "gpu.example.com"  # the DeviceClass of class a100
 CLASSES = [gpuclass("a100", A100), gpuclass("h100", H100)]
+CLASSES[0]["spec"]["deviceClassName"] = DRA
 KEY = "gpuclass.cozystack.io/devices"
 APP_ANNOTATION = "gpuclass.cozystack.io/app"
 
@@ -194,7 +197,9 @@ door_ops = st.one_of(
               st.sampled_from(["owner", "stranger", "none"])),
     st.tuples(st.just("pod"), st.sampled_from(NAMESPACES), st.integers(0, 3), st.integers(0, 3),
               st.sampled_from(["launcher", "stranger", "none"])),
-    st.tuples(st.just("delete"), st.sampled_from(NAMESPACES), st.sampled_from(["vm", "vmi", "app"]), st.integers(0, 2)),
+    st.tuples(st.just("claim"), st.sampled_from(NAMESPACES), st.integers(0, 2), st.integers(0, 3)),
+    st.tuples(st.just("delete"), st.sampled_from(NAMESPACES), st.sampled_from(["vm", "vmi", "app", "claim"]),
+              st.integers(0, 2)),
 )
 FATES = st.sampled_from(["stored", "stored", "stored", "never"])
 TENANTS = [tenant("a", quotas={KEY: 3}), tenant("b", "tenant-a", quotas={KEY: 2})]
@@ -219,7 +224,14 @@ def _door_object(op: tuple, stored: dict) -> dict | None:
         if op[4] == "stranger":
             ref["uid"] = "stranger"
         return pod(namespace, f"p{op[2]}", {A100: op[3]}, owner=None if op[4] == "none" else ref)
+    if kind == "claim":
+        return claim(namespace, f"c{op[2]}", op[3])
     return None
+
+
+def claim(namespace: str, name: str, count: int) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": DRA, "count": count}}]}}}
 
 
 def held_oracle(objects: list[dict]) -> dict[str, int]:
@@ -232,7 +244,7 @@ def held_oracle(objects: list[dict]) -> dict[str, int]:
     def own(obj: dict) -> int:
         if obj["kind"] == "VMInstance":
             return sum(e["count"] for e in obj["spec"]["gpus"])
-        return read_door(obj).counts().get(A100, 0)
+        return read_door(obj).counts().get(DRA if obj["kind"] == "ResourceClaim" else A100, 0)
 
     def parent(obj: dict):
         if obj["kind"] == "VMInstance":
@@ -306,9 +318,10 @@ def test_no_pool_holds_more_than_its_budget_through_any_door(sequence) -> None:
         if catch_up:  # the judging replica's watch has caught up
             sync(replica)
         if op[0] == "delete":
-            kind = {"vm": "VirtualMachine", "vmi": "VirtualMachineInstance", "app": "VMInstance"}[op[2]]
-            group = "apps.cozystack.io" if kind == "VMInstance" else "kubevirt.io"
-            name = f"app{op[3] % 2}" if kind == "VMInstance" else f"v{op[3]}"
+            kind = {"vm": "VirtualMachine", "vmi": "VirtualMachineInstance", "app": "VMInstance",
+                    "claim": "ResourceClaim"}[op[2]]
+            group = {"VMInstance": "apps.cozystack.io", "ResourceClaim": "resource.k8s.io"}.get(kind, "kubevirt.io")
+            name = f"app{op[3] % 2}" if kind == "VMInstance" else f"{'c' if kind == 'ResourceClaim' else 'v'}{op[3]}"
             gone = stored.pop((group, kind, op[1], name), None)
             if gone is not None:
                 for r in (0, 1):

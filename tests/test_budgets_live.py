@@ -16,7 +16,7 @@ from test_budgets_builders import gpuclass, kubernetes, node_group, nodes, pod, 
 
 from cozyrender.budgets import BudgetInputError, audit, check_write, index_state
 from cozyrender.budgets.live import LiveIndex
-from cozyrender.budgets.tree import ROOT_NAMESPACE
+from cozyrender.namespaces import ROOT_NAMESPACE
 
 BUDGET_KEYS = ("gpuclass.cozystack.io/devices", "a100.gpuclass.cozystack.io/devices", "h100.gpuclass.cozystack.io/devices")
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

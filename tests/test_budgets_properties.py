@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from test_budgets_builders import gpuclass, kubernetes, node_group, nodes, pod, tenant, vm
 
 from cozyrender.budgets import BudgetInputError, audit, check_write, index_state, parse_declaration, parse_workload
-from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, parent_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, ancestors, parent_namespace
 
 CLASSES = ("a100", "h100")
 BUDGET_KEYS = ("gpuclass.cozystack.io/devices", "a100.gpuclass.cozystack.io/devices", "h100.gpuclass.cozystack.io/devices")

@@ -20,7 +20,7 @@ from cozyrender.budgets import (
     parse_declaration,
     parse_workload,
 )
-from cozyrender.budgets.tree import ancestors, owned_namespace, parent_namespace
+from cozyrender.namespaces import ancestors, owned_namespace, parent_namespace
 from cozyrender.budgets.usage import pod_usage, quota_usage, usage_key
 from cozyrender.keys import BudgetKey
 

@@ -41,6 +41,13 @@ GPU_VIEW = [
                  "name": "cozy:gpuclasses:view"},
      "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group",
                    "name": "system:authenticated"}]},
+    # A tenant's users read the GPUBudgets of the namespaces they are bound in (issue 35 item 1).
+    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+     "metadata": {"name": "cozy:tenant:gpubudgets:view",
+                  "labels": {"rbac.cozystack.io/aggregate-to-tenant": "true",
+                             "rbac.cozystack.io/aggregate-to-tenant-view": "true"}},
+     "rules": [{"apiGroups": ["cozystack.io"], "resources": ["gpubudgets"],
+                "verbs": ["get", "list", "watch"]}]},
 ]
 
 
@@ -88,9 +95,12 @@ def on(value: Any) -> bool:
 
 def with_gpu_changes(upstream: list[dict], cluster: dict) -> dict[tuple, dict]:
     """Cozystack's objects plus the documented GPU changes: the catalog view,
-    the vgpu label on tenant-root, `_namespace.vgpu` only when entitled, and
+    the tenants' GPUBudget view, no `rules` field on the aggregated roles, the vgpu label on tenant-root, `_namespace.vgpu` only when entitled, and
     `_cluster.gpu-vgpu` kept only when on."""
     expected = keyed(upstream + GPU_VIEW)
+    for obj in expected.values():
+        if obj["kind"] == "ClusterRole" and "aggregationRule" in obj:
+            obj.pop("rules", None)  # the aggregation controller owns them (a Helm 4 upgrade would conflict)
     entitled = on(cluster.get("gpu-vgpu"))
     ns = expected[("v1", "Namespace", None, "tenant-root")]
     ns["metadata"]["labels"][VGPU_LABEL] = "true" if entitled else "false"
@@ -276,7 +286,7 @@ def test_access_levels_nest() -> None:
         selector = role["aggregationRule"]["clusterRoleSelectors"]
         assert selector == [{"matchLabels": {f"rbac.cozystack.io/aggregate-to-tenant-{level}":
                                              "true"}}]
-        assert role["rules"] == []
+        assert "rules" not in role  # the aggregation controller's to fill
         assert role["metadata"].get("labels", {}) == {
             f"rbac.cozystack.io/aggregate-to-tenant-{above}": "true" for above in levels[i + 1:]}
         base = roles[f"cozy:tenant:{level}:base"]
@@ -284,11 +294,17 @@ def test_access_levels_nest() -> None:
             f"rbac.cozystack.io/aggregate-to-tenant-{level}": "true"}
     assert roles["cozy:tenant"]["aggregationRule"]["clusterRoleSelectors"] == [
         {"matchLabels": {"rbac.cozystack.io/aggregate-to-tenant": "true"}}]
-    # nothing but the catalog view touches GPU classes, and it only reads
-    for role in roles.values():
-        for rule in role["rules"]:
+    # nothing but the catalog view touches GPU classes, nothing but the tenants' view GPUBudgets,
+    # and they only read
+    for name, role in roles.items():
+        for rule in role.get("rules", ()):
             if "gpuclasses" in rule["resources"]:
                 assert rule["verbs"] == ["get", "list", "watch"]
+            if "gpubudgets" in rule["resources"]:
+                assert name == "cozy:tenant:gpubudgets:view" and rule["verbs"] == ["get", "list", "watch"]
+    gpubudgets = roles["cozy:tenant:gpubudgets:view"]["metadata"]["labels"]
+    assert gpubudgets == {"rbac.cozystack.io/aggregate-to-tenant": "true",
+                          "rbac.cozystack.io/aggregate-to-tenant-view": "true"}  # view, so every level
 
 
 @pytest.mark.parametrize("values, message", [

@@ -99,8 +99,9 @@ def test_following_the_guide_on_make_cluster(plane, shell_env):
     assert plane.kubectl("get", "limitrange", "tenant-range-limits", "-n", "tenant-a", check=False).returncode
     assert plane.kubectl("get", "resourcequota", "tenant-quota", "-n", "tenant-a", check=False).returncode
     assert "HelmRelease tenant-root/tenant-a: current" in joined
-    # turned off: no mutating configuration, the validating one stays, enforcement on
-    assert plane.kubectl("get", "mutatingwebhookconfiguration", "cozyrender-webhook", check=False).returncode
+    # turned off: no postrenderers webhook (the license webhook stays), the validating one stays, enforcement on
+    mutating = get(plane, "mutatingwebhookconfiguration", "cozyrender-webhook")
+    assert [hook["name"] for hook in mutating["webhooks"]] == ["licenses.cozyrender.io"]
     assert "exceeded GPU budget" in outputs[-1]
     release = get(plane, "helmrelease", "tenant-a", "-n", "tenant-root")
     assert release["spec"]["postRenderers"][0]["kustomize"]["patches"][0]["patch"].startswith("# cozyrender flux")

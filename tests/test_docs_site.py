@@ -77,7 +77,7 @@ def test_the_pages_other_branches_write_are_in_the_nav():
     config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.SafeLoader)
     pages = set(nav_pages(config["nav"]))
     for page in ("guides/in-the-cluster.md", "guides/flux-injection.md", "guides/pool-tree.md",
-                 "architecture.md"):
+                 "guides/tenant-budget.md", "architecture.md"):
         assert page in pages, page
     assert {p for p in pages if not (DOCS / p).is_file()} == set()
 

@@ -99,3 +99,18 @@ def test_a_timestamp_that_is_not_one_is_an_error_not_the_newest():
     assert find_conflicts([gpuclass("a", "r/x", "2026-01-01T00:00:00.123456789Z"), gpuclass("b", "r/x", None)])["b"].holder == "a"
     assert resource_holders([gpuclass("a", "r/x", "2026-01-01T01:00:00+02:00"),
                              gpuclass("b", "r/x", "2026-01-01T00:00:00Z")]) == {"r/x": "a"}
+
+
+def test_the_oldest_class_holds_a_shared_device_class_too():
+    from cozyrender.gpuclass.classes import device_class_name
+
+    old = gpuclass("a100", "nvidia.com/A100", "2026-01-01T00:00:00Z")
+    new = gpuclass("a100-dra", "nvidia.com/A100-other", "2026-02-01T00:00:00Z")
+    alone = gpuclass("h100", "nvidia.com/H100", "2026-03-01T00:00:00Z")
+    for obj in (old, new):
+        obj["spec"]["deviceClassName"] = "gpu.cozyrender.io"
+    classes = [new, alone, old]
+    assert resource_holders(classes, device_class_name) == {"gpu.cozyrender.io": "a100"}
+    conflicts = find_conflicts(classes)
+    assert conflicts == {"a100-dra": Conflict("a100-dra", "gpu.cozyrender.io", "a100", "DeviceClass")}
+    assert "its DeviceClass 'gpu.cozyrender.io' is held by the older class 'a100'" in str(conflicts["a100-dra"])

@@ -16,9 +16,11 @@ RESOURCES = ("nvidia.com/A100", "nvidia.com/L4", "example.com/fpga")
 TAINT = {"key": "gpu", "value": "yes", "effect": "NoSchedule"}
 
 
-def _class(name, resource, minute, tolerate):
+def _class(name, resource, minute, tolerate, device_class=None):
     spec = {"vendor": "NVIDIA", "model": "m", "mode": "passthrough", "memory": "40Gi",
             "sourceKind": "PCIHostDevice", "resourceName": resource}
+    if device_class:
+        spec["deviceClassName"] = device_class
     if tolerate:
         spec["tolerations"] = [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}]
     return {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass",
@@ -45,14 +47,16 @@ def _pod(name, node, phase, requests, init):
 
 
 units = st.dictionaries(st.sampled_from(RESOURCES), st.integers(0, 8).map(str), max_size=3)
-classes = st.lists(st.tuples(st.sampled_from(RESOURCES), st.integers(0, 5), st.booleans()), min_size=1, max_size=5)
+# (resource name, minute created, tolerates the taint, DRA DeviceClass): classes share either.
+classes = st.lists(st.tuples(st.sampled_from(RESOURCES), st.integers(0, 5), st.booleans(),
+                             st.sampled_from([None, "gpu.example.com", "tpu.example.com"])), min_size=1, max_size=5)
 nodes = st.lists(st.tuples(units, st.booleans(), st.booleans(), st.booleans()), max_size=5)
 pods = st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["Running", "Pending", "Succeeded", "Failed"]),
                           units, st.one_of(st.just({}), units)), max_size=12)
 
 
 def _objects(draw_classes, draw_nodes, draw_pods):
-    cls = [_class(f"c{i}", r, m, t) for i, (r, m, t) in enumerate(draw_classes)]
+    cls = [_class(f"c{i}", r, m, t, d) for i, (r, m, t, d) in enumerate(draw_classes)]
     nds = [_node(f"n{i}", u, ready, cordoned, tainted) for i, (u, ready, cordoned, tainted) in enumerate(draw_nodes)]
     pds = [_pod(f"p{i}", f"n{n}" if n < 5 else None, phase, req, init)
            for i, (n, phase, req, init) in enumerate(draw_pods)]

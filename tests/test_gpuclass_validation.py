@@ -42,7 +42,7 @@ def test_every_rule_compiles_once_and_is_cached():
     rules = validator.rules()
     texts = {rule.text for rule in rules}
     crd_text = CRD_PATH.read_text()
-    assert len(rules) == crd_text.count("- rule:") == 19
+    assert len(rules) == crd_text.count("- rule:") == 20
     assert all(rule.message for rule in rules)
     assert sum(rule.is_transition for rule in rules) == 7  # six fields + profile presence
     assert "self == oldSelf" in texts
@@ -317,3 +317,27 @@ def test_wrong_kind_or_api_version_and_a_renamed_update_are_refused():
     result = validate_gpuclass(obj, old)
     assert_refused(result, "apiVersion", "Unsupported value")
     assert_refused(result, "metadata.name", "cannot change")
+
+
+# -- the DRA DeviceClass ---------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["gpu.cozyrender.io", "gpu.nvidia.com", "a100-40g"])
+def test_a_device_class_name_that_is_a_dns_subdomain_is_admitted(name):
+    obj = load("passthrough")
+    obj["spec"]["deviceClassName"] = name
+    assert validate_gpuclass(obj).violations == []
+
+
+@pytest.mark.parametrize("name", ["GPU.example", "gpu/x", "-gpu", "gpu.", "x" * 254])
+def test_a_device_class_name_that_is_no_dns_subdomain_is_refused(name):
+    obj = load("passthrough")
+    obj["spec"]["deviceClassName"] = name
+    result = validate_gpuclass(obj)
+    assert any(v.path == "spec.deviceClassName" for v in result.violations), messages(result)
+
+
+def test_the_device_class_name_may_be_added_to_an_existing_class():
+    old = load("passthrough")
+    new = copy.deepcopy(old)
+    new["spec"]["deviceClassName"] = "gpu.cozyrender.io"
+    assert validate_gpuclass(new, old).violations == []

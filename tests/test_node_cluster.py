@@ -646,6 +646,16 @@ def test_a_pod_that_cannot_sync_its_cache_is_never_ready_and_gets_no_requests(pl
 # -- operating it: rolling back, and the install order ---------------------------------
 
 
+BOTH = [f"validatingwebhookconfigurations/{RELEASE}", f"mutatingwebhookconfigurations/{RELEASE}"]
+LICENSES, POSTRENDERERS = "licenses.cozyrender.io", "postrenderers.cozyrender.io"
+
+
+def mutating_webhooks(plane) -> list[str]:
+    """The webhooks of the registered MutatingWebhookConfiguration (the license webhook always,
+    the postrenderers one with Flux injection)."""
+    return [hook["name"] for hook in kubectl_json(plane, "get", "mutatingwebhookconfiguration", RELEASE)["webhooks"]]
+
+
 def registered(plane) -> list[str]:
     """The webhook configurations registered in the cluster, whoever registered them."""
     return [f"{kind}/{item['metadata']['name']}"
@@ -681,7 +691,7 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
     revision runs another image reference (a second tag of the image built here: only one
     version is built), a changed webhook configuration (timeoutSeconds 9) and Flux injection
     on, so all three are seen to go back: the rolled-back pods run the old image, register the
-    old configuration, and delete the MutatingWebhookConfiguration."""
+    old configuration, and drop the postrenderers webhook (the license webhook stays)."""
     image = build.image_reference()
     newer = f"{image}-next"
     for node in plane_nodes(plane).values():
@@ -694,7 +704,7 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
         "api-resources", "--api-group=helm.toolkit.fluxcd.io", check=False).stdout, 30)
     history = json.loads(plane.node.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     (good,) = [entry["revision"] for entry in history if entry["status"] == "deployed"]
-    assert validating_timeout(plane) == 10 and registered(plane) == [f"validatingwebhookconfigurations/{RELEASE}"]
+    assert validating_timeout(plane) == 10 and registered(plane) == BOTH and mutating_webhooks(plane) == [LICENSES]
     assert plane.node.webhook_values["fluxInjection"] is False
     upgraded = {**plane.node.webhook_values, "image": newer, "timeoutSeconds": 9, "fluxInjection": True}
     plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE,
@@ -702,7 +712,7 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
     wait_for("the upgraded Deployment settled", lambda: deployment_settled(plane))
     assert {c["image"] for p in webhook_pods(plane) for c in p["spec"]["containers"]} == {newer}
     wait_for("the new revision's configurations registered", lambda: validating_timeout(plane) == 9 and registered(
-        plane) == [f"validatingwebhookconfigurations/{RELEASE}", f"mutatingwebhookconfigurations/{RELEASE}"], 60)
+        plane) == BOTH and mutating_webhooks(plane) == [LICENSES, POSTRENDERERS], 60)
 
     tools = tmp_path / "tools"
     see, rollback = section_blocks("Rolling back a version")[:2]  # the history, then the rollback
@@ -756,9 +766,8 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
     assert not before & {p["metadata"]["name"] for p in pods}, (before, pods)  # every pod replaced
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {image}
     wait_for("the rolled-back configuration registered", lambda: validating_timeout(plane) == 10, 60)
-    # the rollback turned injection off: the MutatingWebhookConfiguration is deleted
-    wait_for("the MutatingWebhookConfiguration deleted", lambda: registered(plane) == [
-        f"validatingwebhookconfigurations/{RELEASE}"], 60)
+    # the rollback turned injection off: the postrenderers webhook is gone (the license webhook stays)
+    wait_for("the postrenderers webhook removed", lambda: mutating_webhooks(plane) == [LICENSES], 60)
     history = json.loads(plane.node.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert history[-1]["status"] == "deployed" and history[-1]["description"] == f"Rollback to {good}", history[-1]
     # and enforcing after it

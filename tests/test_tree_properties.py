@@ -26,7 +26,7 @@ from test_budgets_properties import GPUCLASSES, SETTINGS, _identity, _materializ
 
 from cozyrender.budgets import audit, check_write, index_state
 from cozyrender.budgets.classes import namespace_entitled
-from cozyrender.budgets.tree import ROOT_NAMESPACE
+from cozyrender.namespaces import ROOT_NAMESPACE
 from cozyrender.kube.quantity import parse_quantity
 from cozyrender.tree import build_tree
 from cozyrender.tree.jsonout import tree_data
@@ -172,7 +172,7 @@ def test_filters_only_hide(objects, data):
     has it; they hide namespaces (counted in `hidden`) and rows, never
     change one; --class keeps exactly the GPU rows covering the class and
     every tenant that has one or reserves the class."""
-    from cozyrender.budgets.tree import is_within
+    from cozyrender.namespaces import is_within
 
     state = index_state(objects)
     findings = audit(state)

@@ -75,7 +75,9 @@ def test_every_object_is_valid_kubernetes(helm4: Path, mode: str) -> None:
 def test_the_webhook_fails_closed_for_the_apps_kinds_in_tenant_namespaces(helm4: Path, mode: str) -> None:
     [configuration] = by_kind(render(helm4, *MODES[mode]), "ValidatingWebhookConfiguration")
     hooks = {hook["name"]: hook for hook in configuration["webhooks"]}
-    assert sorted(hooks) == ["budgets.cozyrender.io", "pods.budgets.cozyrender.io", "vms.budgets.cozyrender.io"]
+    assert sorted(hooks) == ["budgets.cozyrender.io", "pods.budgets.cozyrender.io",
+                             "resourceclaims.budgets.cozyrender.io", "resourceclaimtemplates.budgets.cozyrender.io",
+                             "vms.budgets.cozyrender.io"]
     for hook in hooks.values():  # the other doors (tests/test_webhook_doors_chart.py) fail closed alike
         assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "NoneOnDryRun"
         assert hook["timeoutSeconds"] <= 10 and hook["admissionReviewVersions"] == ["v1"]
@@ -227,8 +229,9 @@ def test_the_chart_creates_no_webhook_configuration_itself(helm4: Path, mode: st
         objects = render(helm4, *MODES[mode], "--set", f"fluxInjection={injection}")
         assert not [o for o in objects if o["kind"].endswith("WebhookConfiguration")]
         registered = by_kind(objects, "ValidatingWebhookConfiguration") + by_kind(objects, "MutatingWebhookConfiguration")
-        assert [c["kind"] for c in registered] == ["ValidatingWebhookConfiguration"] + (
-            ["MutatingWebhookConfiguration"] if injection == "true" else [])
+        assert [c["kind"] for c in registered] == ["ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"]
+        assert [hook["name"] for hook in registered[1]["webhooks"]] == ["licenses.cozyrender.io"] + (
+            ["postrenderers.cozyrender.io"] if injection == "true" else [])
         deployment = webhook_deployment(objects)
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "--register=cozyrender-webhook-webhooks" in args and "--register-owner=cozyrender-webhook-read" in args

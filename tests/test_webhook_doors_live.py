@@ -6,33 +6,43 @@ no virt-controller runs, so the VMIs and launcher pods KubeVirt would make
 are written here as it writes them (owner references with the owner's uid).
 Pods are stored and stay Pending (no node here): admission is what is tested.
 
+DRA ResourceClaims are served by kube-apiserver itself (resource.k8s.io/v1):
+the classes name DeviceClasses (`spec.deviceClassName`), and claims are
+stored unallocated (no scheduler or DRA driver runs on this plane).
+
 Each door past a spent budget is refused, within it admitted and counted
 (an app written afterwards no longer fits); a pod posing as a launcher is
 refused; a vGPU device in a namespace that is not entitled is refused
 through every door; concurrent pod creates never over-admit; and with the
-webhook down, a pod asking for no GPU is still admitted (it is never sent).
+webhook down, a pod asking for no GPU and a claim of a DeviceClass no
+class names are still admitted (they are never sent).
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from kubeapi import KubeAPI, apps_path
-from test_webhook_live import APPS, make_tenant, wait_until_cached, webhooks_down
+from test_webhook_live import APPS, ledger_entries, make_tenant, wait_until_cached, webhooks_down
 
 PASSTHROUGH, VGPU = "l40", "l40-2q"
 L40 = "nvidia.com/l40"
 L40_2Q = "nvidia.com/GRID_L40-2Q"
 KEY = f"{PASSTHROUGH}.gpuclass.cozystack.io/devices"
+# The DeviceClasses the classes offer through DRA (the node's driver is gpu.cozyrender.io).
+DRA, VGPU_DRA = "gpu.cozyrender.io", "vgpu.cozyrender.io"
 
 
 @pytest.fixture(scope="module")
 def api(cluster) -> KubeAPI:
     api = KubeAPI(cluster)
     for name, spec in (
-        (PASSTHROUGH, {"mode": "passthrough", "sourceKind": "PCIHostDevice", "resourceName": L40}),
+        (PASSTHROUGH, {"mode": "passthrough", "sourceKind": "PCIHostDevice", "resourceName": L40,
+                       "deviceClassName": DRA}),
         (VGPU, {"mode": "vgpu", "sourceKind": "MediatedDevice", "resourceName": L40_2Q, "profile": "L40-2Q",
+                "deviceClassName": VGPU_DRA,
                 "license": {"secretRef": {"namespace": "cozy-system", "name": "nvidia-license"}, "featureType": 1}}),
     ):
         status, body = api.create("/apis/cozystack.io/v1alpha1/gpuclasses", {
@@ -42,7 +52,25 @@ def api(cluster) -> KubeAPI:
     # Which devices are GPUs is the classes' to say: the replicas must hold them before a door is decided.
     status, body = api.get("/apis/cozystack.io/v1alpha1/gpuclasses")
     wait_until_cached(cluster, "GPUClass", len(body["items"]))
+    wait_until_registered(api, [DRA, VGPU_DRA])
     return api
+
+
+def wait_until_registered(api: KubeAPI, device_classes: list[str], timeout: float = 20.0) -> None:
+    """Until the registered claims webhook is sent the claims of `device_classes` (the replicas
+    write its condition from the classes they hold: cozyrender.webhook.registration)."""
+    from cluster import WEBHOOK_RELEASE
+
+    deadline = time.monotonic() + timeout
+    while True:
+        status, body = api.get(f"/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/{WEBHOOK_RELEASE}")
+        hooks = {hook["name"]: hook for hook in body.get("webhooks", [])} if status == 200 else {}
+        hook = hooks.get("resourceclaims.budgets.cozyrender.io", {})
+        expression = " ".join(c["expression"] for c in hook.get("matchConditions", []))
+        if all(f"'{name}'" in expression for name in device_classes):
+            return
+        assert time.monotonic() < deadline, f"the claims webhook is not sent {device_classes}: {expression!r}"
+        time.sleep(0.1)
 
 
 def tenant(api: KubeAPI, name: str, quotas: dict) -> str:
@@ -92,6 +120,16 @@ def vmi(namespace: str, name: str, gpus: list[str], owner: dict | None = None) -
             "spec": {"domain": {"devices": devices(gpus)}}}
 
 
+def claim(namespace: str, name: str, count: int, device_class: str = DRA) -> dict:
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": device_class,
+                                                                          "count": count}}]}}}
+
+
+def claims_path(namespace: str, plural: str = "resourceclaims") -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/{plural}"
+
+
 def pods_path(namespace: str, name: str | None = None) -> str:
     return f"/api/v1/namespaces/{namespace}/pods" + (f"/{name}" if name else "")
 
@@ -126,6 +164,28 @@ def test_a_pod_past_a_spent_budget_is_refused_and_one_within_is_counted(cluster,
     status, body = api.create(apps_path("vminstances", namespace), {
         "apiVersion": APPS, "kind": "VMInstance", "metadata": {"name": "app", "namespace": namespace},
         "spec": {"gpus": [{"class": PASSTHROUGH, "count": 1}]}})
+    refused(status, body, "requested 1, reserved 4")
+
+
+def test_a_claim_past_a_spent_budget_is_refused_and_one_within_is_counted(cluster, api) -> None:
+    namespace = tenant(api, "claimer", {KEY: 4})
+    status, body = api.create(claims_path(namespace), claim(namespace, "train", 3))
+    assert status == 201, body.get("message", body)
+    # Reserved in the pool's ledger shard until the replicas see it stored (its devices, as projected).
+    [entry] = [e for e in ledger_entries(api, namespace) if e["identity"][1:] == ["ResourceClaim", namespace, "train"]]
+    assert entry["object"]["spec"]["devices"]["requests"] == [
+        {"name": "r0", "exactly": {"deviceClassName": DRA, "count": 3}}], entry
+    status, body = api.create(claims_path(namespace), claim(namespace, "more", 2))
+    refused(status, body, "exceeded GPU budget", "requested 2, reserved 3", "budget 4")
+    # allocationMode All is 32 devices, as Kubernetes' quota counts it.
+    everything = claim(namespace, "all", 1)
+    everything["spec"]["devices"]["requests"][0]["exactly"] = {"deviceClassName": DRA, "allocationMode": "All"}
+    status, body = api.create(claims_path(namespace), everything)
+    refused(status, body, "requested 32, reserved 3")
+    status, body = api.create(claims_path(namespace), claim(namespace, "one", 1))
+    assert status == 201, body.get("message", body)
+    # The claims are counted: a pod asking for one more device no longer fits.
+    status, body = api.create(pods_path(namespace), pod(namespace, "p", {L40: 1}))
     refused(status, body, "requested 1, reserved 4")
 
 
@@ -187,6 +247,10 @@ def test_a_vgpu_device_outside_the_entitlement_is_refused_through_every_door(clu
         (pods_path(namespace), pod(namespace, "p", {L40_2Q: 1})),
         (kubevirt_path("virtualmachines", namespace), vm(namespace, "v", [L40_2Q])),
         (kubevirt_path("virtualmachineinstances", namespace), vmi(namespace, "i", [L40_2Q])),
+        (claims_path(namespace), claim(namespace, "c", 1, VGPU_DRA)),
+        (claims_path(namespace, "resourceclaimtemplates"), {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "t", "namespace": namespace}, "spec": {"spec": claim(namespace, "t", 1, VGPU_DRA)["spec"]}}),
     ):
         status, answer = api.create(path, body)
         refused(status, answer, f"GPU class '{VGPU}' is a vGPU class", f"{namespace} is not entitled to vGPU")
@@ -203,7 +267,7 @@ def test_concurrent_pod_creates_never_over_admit(cluster, api) -> None:
     assert len(body["items"]) == 4
 
 
-def test_with_the_webhook_down_a_pod_without_gpus_is_admitted(cluster, api) -> None:
+def test_with_the_webhook_down_a_pod_or_claim_without_gpus_is_admitted(cluster, api) -> None:
     namespace = tenant(api, "outage", {KEY: 4})
     with webhooks_down(cluster):
         plain = pod(namespace, "plain", {})
@@ -213,3 +277,49 @@ def test_with_the_webhook_down_a_pod_without_gpus_is_admitted(cluster, api) -> N
         status, body = api.create(pods_path(namespace), pod(namespace, "gpu", {L40: 1}))
         assert status >= 500 and "pods.budgets.cozyrender.io" in body["message"], body
         assert "failed calling webhook" in body["message"], body
+        # A claim of a DeviceClass no GPUClass names is never sent; one of a class's is, and fails closed.
+        status, body = api.create(claims_path(namespace), claim(namespace, "fpga", 2, "fpga.example.com"))
+        assert status == 201, body.get("message", body)
+        status, body = api.create(claims_path(namespace), claim(namespace, "gpu", 1))
+        assert status >= 500 and "resourceclaims.budgets.cozyrender.io" in body["message"], body
+
+
+def test_a_licensed_vgpu_vmi_is_given_its_license_disk_which_the_api_server_keeps(cluster, api) -> None:
+    """The license webhook (licenses.cozyrender.io, the contract's license volume): registered
+    from the chart with the other configurations, it answers a licensed vGPU VMI's CREATE
+    with a JSON Patch adding the class's license copy as a labelled Secret volume and disk;
+    applied by the real API server to a VMI of KubeVirt's schema (in a namespace no webhook
+    is sent), the stored VMI holds both as the contract says (nothing pruned)."""
+    import base64
+    import json
+    import ssl
+    import urllib.request
+
+    import yaml
+
+    status, registered = api.get("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/"
+                                 "cozyrender-webhook")
+    assert status == 200, registered
+    [hook] = [h for h in registered["webhooks"] if h["name"] == "licenses.cozyrender.io"]
+    assert hook["rules"][0]["resources"] == ["virtualmachineinstances"] and hook["failurePolicy"] == "Fail"
+    body = vmi("default", "licensed", [L40_2Q])
+    callers = yaml.safe_load((cluster.pki / "webhook-callers" / "kubeconfig").read_text())["users"][0]["user"]
+    context = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
+    context.load_cert_chain(callers["client-certificate"], callers["client-key"])
+    review = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+              "request": {"uid": "license", "operation": "CREATE", "namespace": "default", "object": body,
+                          "kind": {"group": "kubevirt.io", "version": "v1", "kind": "VirtualMachineInstance"}}}
+    request = urllib.request.Request(f"https://127.0.0.1:{cluster.ports['webhook-0']}/mutate-licenses",
+                                     json.dumps(review).encode(), {"Content-Type": "application/json"})
+    response = json.loads(urllib.request.urlopen(request, context=context, timeout=10).read())["response"]
+    assert response["allowed"] and response["patchType"] == "JSONPatch", response
+    patch = json.loads(base64.b64decode(response["patch"]))
+    status, created = api.create(kubevirt_path("virtualmachineinstances", "default"), body)
+    assert status == 201, created
+    status, patched = api.request("PATCH", kubevirt_path("virtualmachineinstances", "default", "licensed"), patch,
+                                  content_type="application/json-patch+json")
+    assert status == 200, patched
+    name = f"vgpu-license-{VGPU}"
+    assert patched["spec"]["volumes"] == [{"name": name, "secret": {"secretName": name, "volumeLabel": "COZY_VGPU_LIC"}}]
+    assert patched["spec"]["domain"]["devices"]["disks"] == [{"name": name, "disk": {"bus": "virtio"}}]
+    assert patched["spec"]["domain"]["devices"]["gpus"] == body["spec"]["domain"]["devices"]["gpus"]

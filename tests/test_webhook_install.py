@@ -198,7 +198,7 @@ def test_ready_replicas_register_and_uninstalling_leaves_nothing(plane, helm_env
     whose RBAC went with it, cannot register it again."""
     plane.webhook_replicas = 2
     plane.start_webhooks()  # registers from the ConfigMap (URL mode), waits for the configuration
-    assert registered(plane) == [f"validatingwebhookconfigurations/{RELEASE}"]
+    assert registered(plane) == [f"validatingwebhookconfigurations/{RELEASE}", f"mutatingwebhookconfigurations/{RELEASE}"]
     configuration = json.loads(plane.kubectl("get", "validatingwebhookconfiguration", RELEASE, "-o", "json").stdout)
     assert configuration["metadata"]["ownerReferences"][0]["name"] == f"{RELEASE}-read"
     answers = []

@@ -81,7 +81,7 @@ def test_the_chart_renders_what_the_replicas_read(helm4):
                           "--set", "fluxInjection=true"], capture_output=True, text=True, check=True).stdout
     [source] = [d for d in yaml.safe_load_all(out) if d and d["metadata"]["name"] == "w-webhooks"]
     found = read_configurations(source["data"])
-    decided = plan(found, ["/validate", "/mutate"], OWNER, "UEVN")
+    decided = plan(found, ["/validate", "/mutate-licenses", "/mutate"], OWNER, "UEVN")
     assert sorted(c["kind"] for c in decided.apply) == ["MutatingWebhookConfiguration",
                                                          "ValidatingWebhookConfiguration"]
     assert decided.delete == []
@@ -119,3 +119,41 @@ def test_the_ca_file_is_read_again_at_each_pass(tmp_path):
     assert base64.b64decode(read()) == renewed
     path.write_bytes(b"not a certificate")
     assert read() is None
+
+
+def test_the_dra_webhooks_are_sent_only_the_gpu_device_classes(helm4):
+    """The chart renders the DRA webhooks' `gpu-device-classes` condition as `false` (nothing is
+    sent); each replica writes it from the DeviceClasses the GPUClasses name."""
+    import subprocess
+
+    from tests.conftest import ROOT
+
+    out = subprocess.run([str(helm4), "template", "w", str(ROOT / "charts" / "cozyrender-webhook"), "-n", "n"],
+                         capture_output=True, text=True, check=True).stdout
+    [source] = [d for d in yaml.safe_load_all(out) if d and d["metadata"]["name"] == "w-webhooks"]
+    found = read_configurations(source["data"])
+
+    def conditions(device_classes) -> dict:
+        [validating] = plan(found, ["/validate"], OWNER, None, device_classes).apply
+        return {hook["name"]: {c["name"]: c["expression"] for c in hook.get("matchConditions", [])}
+                for hook in validating["webhooks"]}
+
+    unset = conditions([])
+    assert unset["resourceclaims.budgets.cozyrender.io"]["gpu-device-classes"] == "false"
+    assert unset["resourceclaimtemplates.budgets.cozyrender.io"]["gpu-device-classes"] == "false"
+    named = conditions(["gpu.example.com", "a.example.com", "gpu.example.com"])
+    claims = named["resourceclaims.budgets.cozyrender.io"]["gpu-device-classes"]
+    assert claims.count("['a.example.com', 'gpu.example.com']") == 2 and "object.spec.devices.requests" in claims
+    templates = named["resourceclaimtemplates.budgets.cozyrender.io"]["gpu-device-classes"]
+    assert "object.spec.spec.devices.requests" in templates
+    # The other webhooks are left as the chart renders them.
+    assert named["pods.budgets.cozyrender.io"] == unset["pods.budgets.cozyrender.io"]
+    assert "gpu-device-classes" not in named["budgets.cozyrender.io"]
+
+
+def test_a_device_class_condition_on_another_resource_is_refused():
+    hook = {"name": "x", "rules": [{"resources": ["pods"]}], "matchConditions": [
+        {"name": "gpu-device-classes", "expression": "false"}], "clientConfig": {"service": {"path": "/validate"}}}
+    configuration = {**VALIDATING, "webhooks": [hook]}
+    with pytest.raises(RegistrationError, match="gpu-device-classes"):
+        plan([configuration], ["/validate"], OWNER, None, ["gpu.example.com"])

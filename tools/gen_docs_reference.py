@@ -366,6 +366,21 @@ def license_page() -> str:
     from cozyrender.gpuclass import license as contract
 
     source = contract.Source("a100-4c", "cozy-gpu-operator", "nvidia-license", 4)
+    from cozyrender.budgets import index_state
+    from cozyrender.budgets.license_volumes import license_patch
+    from cozyrender.gpuclass.contract import LICENSE_VOLUME_LABEL
+
+    vgpu = {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": "a100-4c"},
+            "spec": {"vendor": "nvidia", "model": "A100", "mode": "vgpu", "profile": "A100-4C", "memory": "40Gi",
+                     "sourceKind": "MediatedDevice", "resourceName": "nvidia.com/GRID_A100-4C",
+                     "license": {"secretRef": {"namespace": "cozy-gpu-operator", "name": "nvidia-license"},
+                                 "featureType": 4}}}
+    vmi = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+           "metadata": {"name": "vm", "namespace": "tenant-acme"},
+           "spec": {"domain": {"devices": {"gpus": [{"name": "gpu1", "deviceName": "nvidia.com/GRID_A100-4C"}]}}}}
+    added = {op["path"]: op["value"] for op in license_patch(index_state([vgpu]), vmi)}
+    volume_example = {"spec": {"domain": {"devices": {"disks": added["/spec/domain/devices/disks"]}},
+                               "volumes": added["/spec/volumes"]}}
     example = contract.desired_copy(source, base64.b64encode(b"<the token>").decode(), "tenant-acme")
     gridd = contract.gridd_conf(4)
     out = [GENERATED.format(source="cozyrender/gpuclass/license.py and charts/cozyrender-webhook/templates"), "",
@@ -390,6 +405,18 @@ def license_page() -> str:
            "", "The copy of class `a100-4c` in `tenant-acme`:", "", "```yaml",
            yaml.safe_dump(example, sort_keys=False).rstrip("\n"), "```", "",
            f"Its `{contract.GRIDD_KEY}`, decoded:", "", "```text", gridd.rstrip("\n"), "```", "",
+           "## The license volume", "",
+           "How the copy reaches the guest (`cozyrender/budgets/license_volumes.py`, the webhook "
+           "`licenses.cozyrender.io` at `/mutate-licenses`): a VirtualMachineInstance created in a tenant "
+           "namespace with a GPU of a licensed vGPU class gets, per such class, the copy as a Secret volume "
+           f"labelled `{LICENSE_VOLUME_LABEL}` and a disk of the same name. KubeVirt mounts the Secret into "
+           "the virt-launcher pod and presents it to the guest as an ISO disk with that volume label, so a "
+           f"guest image mounts `/dev/disk/by-label/{LICENSE_VOLUME_LABEL}` and copies "
+           f"`{contract.COPY_TOKEN_KEY}` to `/etc/nvidia/ClientConfigToken/` and `{contract.GRIDD_KEY}` to "
+           "`/etc/nvidia/`. A VMI that names the copy already is not given a second volume; a VMI without a "
+           "licensed class is not changed (one without GPUs is not even sent). What the webhook adds to a "
+           "VMI of class `a100-4c`:", "", "```yaml",
+           yaml.safe_dump(volume_example, sort_keys=False).rstrip("\n"), "```", "",
            "## Where copies are", "",
            "- In a namespace whose `namespace.cozystack.io/vgpu` label is `\"true\"` and, for a tenant "
            "namespace, whose every ancestor tenant namespace's label is `\"true\"` too (the entitlement "

@@ -5,7 +5,7 @@ the audit, as pure functions an admission webhook or a CI job can call.
     decision = check_write(state, obj)      # any number of writes
     findings = audit(state)                 # the whole state
 
-See docs of each module: `tree` (namespace naming), `model` (declarations
+See docs of each module (namespace naming is `cozyrender.namespaces`): `model` (declarations
 and reservations), `usage` (ordinary usage), `index` (pools and
 aggregates), `checks` (the write check and the declaration gate), `classes`
 (the GPU class and vGPU gate), `audit`.

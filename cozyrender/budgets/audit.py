@@ -27,7 +27,7 @@ from cozyrender.kube.quantity import format_quantity
 
 from .index import BudgetState, covered
 from .model import quota_field
-from .tree import ROOT_NAMESPACE
+from cozyrender.namespaces import ROOT_NAMESPACE
 from .checks import carvers_note, escaped_keys
 from .write import inverted_message, malformed_namespace_message, named_device_problem, near_miss_keys, raw_name_problem
 from .usage import format_amount

@@ -25,7 +25,7 @@ from .model import (
     parse_declaration,
     quota_field,
 )
-from .tree import parent_namespace
+from cozyrender.namespaces import parent_namespace
 from .usage import format_amount
 
 
@@ -74,7 +74,7 @@ def carvers_note(state: BudgetState, root: str, key: BudgetKey | str, ordinary: 
     "carved out" figure is not zero (issue 19 item 10): the children holding
     it (the tenant of namespace `leaving`, and its subtree, left out: the
     figure excludes them). Empty when none does."""
-    from .tree import is_within
+    from cozyrender.namespaces import is_within
 
     found = [
         (declaration, charge) for declaration, charge in state.carving_tenants(root, key, ordinary)

@@ -19,7 +19,7 @@ from cozyrender.entitlement import chain_entitlement, label_value
 from .checks import Decision, Reason
 from .index import BudgetState
 from .model import WORKLOAD_KINDS, Workload
-from .tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, ancestors, is_tenant_namespace
 
 NO_CLASSES = (
     "the state holds no GPUClass objects, so the class cannot be checked (existence, conflicts, "

@@ -1,6 +1,7 @@
-"""The write check for the other doors to a GPU: a Pod, VirtualMachine or
-VirtualMachineInstance in a tenant namespace, checked by the same rules as
-a VMInstance (`checks`, `classes`) over the chains of `holders`.
+"""The write check for the other doors to a GPU: a Pod, VirtualMachine,
+VirtualMachineInstance or ResourceClaim in a tenant namespace, checked by
+the same rules as a VMInstance (`checks`, `classes`) over the chains of
+`holders`; a ResourceClaimTemplate by the class rules alone.
 
 Rules:
 - Outside the tenant tree no budget or entitlement applies: admitted.
@@ -16,6 +17,11 @@ Rules:
   other objects claiming the same one exceed what that one holds itself.
 - Any other door is a head: charged like a VMInstance, growth only, with
   what it is charged with (`holders.held`: never less than its children).
+  A ResourceClaim is always a head, charged what Kubernetes' quota counts.
+- A ResourceClaimTemplate is checked for what each claim made from it
+  would ask (the vGPU gate), never charged: Kubernetes makes one claim per
+  pod from it, and each claim is charged when it is created (as Kubernetes'
+  quota charges claims, not templates).
 
 Pure functions, no I/O.
 """
@@ -27,11 +33,11 @@ from collections.abc import Mapping
 from cozyrender.kube.pods import extended_resource_names
 
 from .checks import Decision, Reason, check_workload_budget
-from .doors import POD, Door, parent_identity, read_door
+from .doors import POD, Door, is_claim_template, parent_identity, read_claim_template, read_door
 from .holders import children_of, held, resolve
 from .index import BudgetState, pod_door
 from .model import WORKLOAD_KINDS, Workload
-from .tree import is_tenant_namespace, malformed_namespace_message
+from cozyrender.namespaces import is_tenant_namespace, malformed_namespace_message
 
 LAUNCHER = "virt-launcher pod"
 
@@ -41,9 +47,10 @@ def check_door_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | Non
         # No device of any class, by name alone: none of the budgets' business, whatever its other
         # figures (an unreadable one is the usage rules' to set aside, bearing on its own pools only).
         return Decision()
-    door = pod_door(obj) if obj.get("kind") == POD else read_door(obj)
+    template = is_claim_template(obj)
+    door = read_claim_template(obj) if template else pod_door(obj) if obj.get("kind") == POD else read_door(obj)
     if not is_tenant_namespace(door.namespace):
-        from .tree import is_malformed_tenant_namespace
+        from cozyrender.namespaces import is_malformed_tenant_namespace
 
         if is_malformed_tenant_namespace(door.namespace) and door.devices:
             return Decision((Reason("metadata.namespace", f"Invalid: {malformed_namespace_message(door.namespace)}"),))
@@ -57,6 +64,8 @@ def check_door_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | Non
     classes = check_workload_classes(state, own, platform_vgpu)
     reasons += classes.reasons
     warnings = list(classes.warnings)
+    if template:
+        return Decision(tuple(reasons), tuple(warnings))
     if door.parent is not None:
         reasons += _claim_problems(state, door, own)
         return Decision(tuple(reasons), tuple(warnings))

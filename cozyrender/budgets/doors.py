@@ -1,6 +1,7 @@
 """The other doors to a GPU: KubeVirt VirtualMachines and
-VirtualMachineInstances, and Pods, read for the devices they ask for and
-the object they claim those devices from (`cozyrender.gpuclass.contract`).
+VirtualMachineInstances, Pods and DRA ResourceClaims, read for the devices
+they ask for and the object they claim those devices from
+(`cozyrender.gpuclass.contract`).
 
 Rules:
 - A VirtualMachine asks for one device per `gpus[]` and `hostDevices[]`
@@ -17,7 +18,21 @@ Rules:
   sidecars, overhead), and at least its limit (an extended resource's
   request equals its limit once the API server has defaulted the pod).
   Ephemeral containers cannot ask for resources (the API server refuses
-  them any), so they add nothing.
+  them any), so they add nothing. A pod's DRA claims
+  (`spec.resourceClaims`) are not its devices: each ResourceClaim is its
+  own door, charged once, however many pods share it.
+- A ResourceClaim (`resource.k8s.io/v1`) asks for devices of each
+  DeviceClass as Kubernetes' quota counts them at creation
+  (`claim_device_counts`, the rule of kubernetes
+  pkg/quota/v1/evaluator/core/resource_claims.go): per request, an
+  `exactly` request its `count` (1 when unset, the API server's default),
+  `allocationMode: All` as 32 (the most one allocation holds,
+  `AllocationResultsMaxSize`), an unknown mode as 0; a `firstAvailable`
+  request, per DeviceClass, the largest of its alternatives; requests
+  summed; admin access counts too. A claim is always a head (a claim
+  generated from a template for a pod is the pod's only by its owner
+  reference, which says nothing about devices). A ResourceClaimTemplate
+  holds no device: the claims made from it do (`read_claim_template`).
 - Which devices are GPUs of a class is the state's to say (a device whose
   name is a GPUClass's `resourceName`): reading an object needs no state.
 - The claim (`Door.parent`): a VMI's controller owner of kind
@@ -50,24 +65,33 @@ KUBEVIRT_GROUP = "kubevirt.io"
 VIRTUAL_MACHINE = "VirtualMachine"
 VIRTUAL_MACHINE_INSTANCE = "VirtualMachineInstance"
 POD = "Pod"
+RESOURCE_GROUP = "resource.k8s.io"
+RESOURCE_CLAIM = "ResourceClaim"
+RESOURCE_CLAIM_TEMPLATE = "ResourceClaimTemplate"
 # (API group, kind) of every door this module reads.
-DOOR_KINDS = frozenset({(KUBEVIRT_GROUP, VIRTUAL_MACHINE), (KUBEVIRT_GROUP, VIRTUAL_MACHINE_INSTANCE), ("", POD)})
+DOOR_KINDS = frozenset({(KUBEVIRT_GROUP, VIRTUAL_MACHINE), (KUBEVIRT_GROUP, VIRTUAL_MACHINE_INSTANCE), ("", POD),
+                        (RESOURCE_GROUP, RESOURCE_CLAIM)})
 # What each door may claim its devices from.
 CLAIMABLE = {
     VIRTUAL_MACHINE: WORKLOAD_KINDS,
     VIRTUAL_MACHINE_INSTANCE: (VIRTUAL_MACHINE, *WORKLOAD_KINDS),
     POD: (VIRTUAL_MACHINE_INSTANCE,),
+    RESOURCE_CLAIM: (),
 }
+# Kubernetes' AllocationResultsMaxSize: what quota counts for `allocationMode: All`.
+ALLOCATION_RESULTS_MAX_SIZE = 32
 
 
 class Device(NamedTuple):
     """Devices of one resource name asked for at one field: `gpu` when the
-    field is a KubeVirt `gpus[]` entry (a GPU by what it is, whatever its name)."""
+    field is a KubeVirt `gpus[]` entry (a GPU by what it is, whatever its name);
+    `dra` when `resource` is a DeviceClass's name (a ResourceClaim's request)."""
 
     path: str
     resource: str
     count: int
     gpu: bool = False
+    dra: bool = False
 
 
 class Parent(NamedTuple):
@@ -120,11 +144,14 @@ def read_door(obj: Mapping) -> Door:
     large extended resource)."""
     kind = door_kind(obj)
     if kind is None:
-        raise ShapeError.at(obj, "", "not a Pod, kubevirt.io VirtualMachine or VirtualMachineInstance")
+        raise ShapeError.at(obj, "", "not a Pod, kubevirt.io VirtualMachine or VirtualMachineInstance, or "
+                                     "resource.k8s.io ResourceClaim")
     namespace, name = metadata_name_namespace(obj)
     meta = obj["metadata"]
     uid = meta.get("uid")
     uid = uid if isinstance(uid, str) else ""
+    if kind == RESOURCE_CLAIM:
+        return Door(kind, namespace, name, uid, _claim_devices(obj, mapping(obj, "spec", obj), "spec"), None)
     if kind == POD:
         devices = _pod_devices(obj)
         parent = _owner(obj, VIRTUAL_MACHINE_INSTANCE)
@@ -158,6 +185,67 @@ def _kubevirt_devices(obj: Mapping, devices: Mapping, at: str) -> tuple[Device, 
                                                                "claimName for a device from a ResourceClaim)")
             found.append(Device(f"{path}.deviceName", device, 1, gpu))
     return tuple(found)
+
+
+def is_claim_template(obj: Mapping) -> bool:
+    api_version = obj.get("apiVersion")
+    return obj.get("kind") == RESOURCE_CLAIM_TEMPLATE and isinstance(api_version, str) \
+        and api_version.rpartition("/")[0] == RESOURCE_GROUP
+
+
+def read_claim_template(obj: Mapping) -> Door:
+    """A ResourceClaimTemplate read as the claim each pod gets from it (its
+    `spec.spec`), under the template's own name: what the template asks
+    for, though it holds nothing itself."""
+    namespace, name = metadata_name_namespace(obj)
+    template = mapping(obj, "spec", obj)
+    devices = _claim_devices(obj, mapping(template, "spec", obj, "spec"), "spec.spec")
+    return Door(RESOURCE_CLAIM_TEMPLATE, namespace, name, "", devices, None)
+
+
+def claim_device_counts(claim_spec: Mapping, obj: Mapping | None = None, at: str = "spec") -> dict[str, int]:
+    """Devices per DeviceClass of a ResourceClaim's spec, as Kubernetes'
+    quota counts them (`<class>.deviceclass.resource.k8s.io/devices`)."""
+    counts: dict[str, int] = {}
+    for device in _claim_devices(obj if obj is not None else claim_spec, claim_spec, at):
+        counts[device.resource] = counts.get(device.resource, 0) + device.count
+    return counts
+
+
+def _claim_devices(obj: Mapping, claim_spec: Mapping, at: str) -> tuple[Device, ...]:
+    devices = mapping(claim_spec, "devices", obj, at)
+    found = []
+    for index, request in enumerate(mappings(devices, "requests", obj, f"{at}.devices")):
+        path = f"{at}.devices.requests[{index}]"
+        alternatives = mappings(request, "firstAvailable", obj, path)
+        if alternatives:
+            largest: dict[str, int] = {}  # the worst case, per DeviceClass
+            for sub, subrequest in enumerate(alternatives):
+                device_class, count = _request_count(obj, subrequest, f"{path}.firstAvailable[{sub}]")
+                largest[device_class] = max(largest.get(device_class, 0), count)
+            found += [Device(f"{path}.firstAvailable", c, n, dra=True) for c, n in largest.items()]
+        else:
+            exactly = mapping(request, "exactly", obj, path)
+            if exactly:
+                device_class, count = _request_count(obj, exactly, f"{path}.exactly")
+                found.append(Device(f"{path}.exactly.deviceClassName", device_class, count, dra=True))
+    return tuple(found)
+
+
+def _request_count(obj: Mapping, request: Mapping, path: str) -> tuple[str, int]:
+    """(DeviceClass, devices) of one exact request or alternative."""
+    device_class = string(request, "deviceClassName", obj, path) or ""
+    mode = string(request, "allocationMode", obj, path) or "ExactCount"
+    if mode == "All":
+        return device_class, ALLOCATION_RESULTS_MAX_SIZE
+    if mode != "ExactCount":
+        return device_class, 0  # an unknown mode counts nothing (Kubernetes' rule: after a downgrade)
+    count = request.get("count", 1)
+    if type(count) is not int or count < 0:
+        raise ShapeError.at(obj, f"{path}.count", f"is not a count of devices (got {got(count)})")
+    if count > MAX_COUNT:
+        raise ShapeError.at(obj, f"{path}.count", f"is {count}: too large (at most {MAX_COUNT})")
+    return device_class, count
 
 
 def _pod_devices(pod: Mapping) -> tuple[Device, ...]:
@@ -245,6 +333,10 @@ def project(door: Door, api_version: object) -> dict:
     if door.kind == POD:
         figures = {resource: str(count) for resource, count in sorted(door.counts().items())}
         spec: dict = {"containers": [{"name": "devices", "resources": {"requests": figures, "limits": figures}}]}
+    elif door.kind == RESOURCE_CLAIM:
+        requests = [{"name": f"r{i}", "exactly": {"deviceClassName": device_class, "count": count}}
+                    for i, (device_class, count) in enumerate(sorted(door.counts().items()))]
+        spec = {"devices": {"requests": requests}}
     else:
         devices: dict = {}
         for field, gpu in (("gpus", True), ("hostDevices", False)):
@@ -271,13 +363,20 @@ def larger_door(a: Mapping, b: Mapping) -> dict:
             most[key] = max(most.get(key, 0), count)
     devices = []
     for (gpu, resource), count in sorted(most.items()):
-        devices += [Device("", resource, 1, gpu)] * count if door_a.kind != POD else [Device("", resource, count)]
+        if door_a.kind == POD:
+            devices.append(Device("", resource, count))
+        elif door_a.kind == RESOURCE_CLAIM:
+            devices.append(Device("", resource, count, dra=True))
+        else:
+            devices += [Device("", resource, 1, gpu)] * count
     parent = door_a.parent if door_a.parent == door_b.parent else None
     return project(door_a._replace(devices=tuple(devices), parent=parent), a.get("apiVersion"))
 
 
 __all__ = [
-    "APPS_GROUP", "CLAIMABLE", "DOOR_KINDS", "Device", "Door", "KUBEVIRT_GROUP", "POD", "Parent",
-    "VIRTUAL_MACHINE", "VIRTUAL_MACHINE_INSTANCE", "door_kind", "door_projection", "is_extended_resource",
-    "larger_door", "may_hold_devices", "parent_identity", "read_door",
+    "ALLOCATION_RESULTS_MAX_SIZE", "APPS_GROUP", "CLAIMABLE", "DOOR_KINDS", "Device", "Door", "KUBEVIRT_GROUP",
+    "POD", "Parent", "RESOURCE_CLAIM", "RESOURCE_CLAIM_TEMPLATE", "RESOURCE_GROUP", "VIRTUAL_MACHINE",
+    "VIRTUAL_MACHINE_INSTANCE", "claim_device_counts", "door_kind", "door_projection", "is_claim_template",
+    "is_extended_resource", "larger_door", "may_hold_devices", "parent_identity", "read_claim_template",
+    "read_door",
 ]

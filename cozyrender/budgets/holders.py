@@ -11,7 +11,10 @@ Rules:
   GPUClass's `resourceName` (of classes sharing one, the one holding it:
   `cozyrender.gpuclass.conflicts`); other devices are not budgeted, except a
   KubeVirt `gpus[]` entry, which is a GPU whatever its name (`raw_names`,
-  refused where budgets apply, as a VMInstance's device-plugin name is).
+  refused where budgets apply, as a VMInstance's device-plugin name is). A
+  ResourceClaim's devices are GPUs of the class naming their DeviceClass
+  (`spec.deviceClassName`, held as a resource name is); a request of any
+  other DeviceClass is not budgeted.
 - A door is a child when what it claims is in the state (`doors.parent_identity`)
   with the uid it names (a claim by owner reference); otherwise it is a head:
   charged like a VMInstance. Apps are always heads.
@@ -33,9 +36,10 @@ from .doors import Door, parent_identity
 from .model import ClassEntry, Workload
 
 
-def holder_class(state, resource: str) -> str | None:
-    """The class a device of `resource` is counted under, or None."""
-    classes = state.class_resources.get(resource)
+def holder_class(state, resource: str, dra: bool = False) -> str | None:
+    """The class a device of `resource` (with `dra`, of that DeviceClass) is
+    counted under, or None."""
+    classes = (state.class_device_classes if dra else state.class_resources).get(resource)
     if not classes:
         return None
     holding = [name for name in classes if name not in state.conflicts]
@@ -48,7 +52,7 @@ def resolve(state, door: Door) -> Workload:
     entries: list[ClassEntry] = []
     raw: list[tuple[str, str]] = []
     for index, device in enumerate(door.devices):
-        gpu_class = holder_class(state, device.resource)
+        gpu_class = holder_class(state, device.resource, device.dra)
         if gpu_class is None:
             if device.gpu:
                 raw.append((device.path.rpartition(".")[0], device.resource))

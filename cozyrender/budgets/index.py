@@ -55,7 +55,7 @@ from .model import (
 )
 from .doors import DOOR_KINDS, Door, may_hold_devices, read_door
 from .charges import ALL_CLASSES, NO_CHARGE, Charge, budget_charge, caps, physical_charge, tenant_charge
-from .tree import ROOT_NAMESPACE, ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from .usage import usage_under
 
 
@@ -99,6 +99,7 @@ class BudgetState:
     - `gpuclasses`: GPUClass name -> object; `conflicts`: class name -> its
       Conflict, for the classes in conflict over their resource name;
       `class_resources`: device-plugin resource name -> the classes advertising it;
+      `class_device_classes`: DRA DeviceClass name -> the classes naming it;
       `platform_vgpu`: the root's vGPU entitlement read from the state (None
       when the state holds neither the tenant-root Namespace label nor the
       platform values; False, with `platform_disagreement` saying why, when
@@ -139,6 +140,7 @@ class BudgetState:
     platform_vgpu: bool | None = None
     platform_disagreement: str | None = None
     class_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    class_device_classes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     malformed_namespaces: dict[str, list[str]] = field(default_factory=dict)
     namespace_vgpu: dict[str, bool] = field(default_factory=dict)
     ordinary_charge: dict[str, dict[str, Fraction]] = field(default_factory=dict)
@@ -508,17 +510,19 @@ def cascade_ordinary(state: BudgetState, root: str | None) -> None:
 # -- the small derived parts ----------------------------------------------------
 
 def derive_classes(state: BudgetState) -> None:
-    """`conflicts` and `class_resources` from `gpuclasses` (a handful)."""
-    from cozyrender.gpuclass.classes import resource_name
+    """`conflicts`, `class_resources` and `class_device_classes` from
+    `gpuclasses` (a handful)."""
+    from cozyrender.gpuclass.classes import device_class_name, resource_name
     from cozyrender.gpuclass.conflicts import find_conflicts
 
     state.conflicts = find_conflicts(state.gpuclasses.values()) if state.gpuclasses else {}
-    by_resource: dict[str, list[str]] = {}
-    for class_name, gpuclass in state.gpuclasses.items():
-        resource = resource_name(gpuclass)
-        if resource:
-            by_resource.setdefault(resource, []).append(class_name)
-    state.class_resources = {resource: tuple(sorted(names)) for resource, names in by_resource.items()}
+    for named, attribute in ((resource_name, "class_resources"), (device_class_name, "class_device_classes")):
+        by_resource: dict[str, list[str]] = {}
+        for class_name, gpuclass in state.gpuclasses.items():
+            resource = named(gpuclass)
+            if resource:
+                by_resource.setdefault(resource, []).append(class_name)
+        setattr(state, attribute, {resource: tuple(sorted(names)) for resource, names in by_resource.items()})
 
 
 def derive_platform(state: BudgetState) -> None:
@@ -806,10 +810,10 @@ def charge_holders(state: BudgetState, doors: Iterable[Door]) -> None:
 def _check_gpuclass(obj: Mapping) -> None:
     """Read every field a write check reads from a state's class now, so a
     malformed class is reported as bad input whatever the write names."""
-    from cozyrender.gpuclass.classes import mode, resource_name, tolerations
+    from cozyrender.gpuclass.classes import device_class_name, mode, resource_name, tolerations
     from cozyrender.gpuclass.conflicts import creation_time
 
-    resource_name(obj), mode(obj), tolerations(obj), creation_time(obj)
+    resource_name(obj), device_class_name(obj), mode(obj), tolerations(obj), creation_time(obj)
 
 
 _INDEXED_KINDS = frozenset({

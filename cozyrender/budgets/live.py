@@ -56,7 +56,7 @@ from cozyrender.gpuclass.conflicts import find_conflicts
 
 from . import index as ix
 from .index import BudgetState, Indexed, index_state
-from .tree import ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
+from cozyrender.namespaces import ancestors, is_malformed_tenant_namespace, is_tenant_namespace, parent_namespace
 from . import holders
 from .doors import may_hold_devices
 from .holders import resolve
@@ -317,10 +317,10 @@ class LiveIndex:
             if new is not None:
                 classes[new.value] = new_obj
             find_conflicts(classes.values())  # may raise: before anything changes
-            before = (state.class_resources, state.conflicts)
+            before = (state.class_resources, state.class_device_classes, state.conflicts)
             state.gpuclasses = classes
             ix.derive_classes(state)
-            if state.doors and (state.class_resources, state.conflicts) != before:
+            if state.doors and (state.class_resources, state.class_device_classes, state.conflicts) != before:
                 # Which devices are GPUs of which class changed (rare: a hoster's write): re-index.
                 self._rebuild_with(identity, new_obj)
                 return

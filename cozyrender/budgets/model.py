@@ -38,7 +38,7 @@ from cozyrender.kube.quantity import InvalidQuantity, parse_quantity
 from cozyrender.kube.shape import ShapeError, as_mapping, got, mapping, string
 
 from .bounds import MAX_COUNT, TOO_LARGE, past_bound, quantity_text_problem
-from .tree import owned_namespace
+from cozyrender.namespaces import owned_namespace
 from .usage import usage_key
 
 # Cozystack's grammar for tenant names: the dash separates the levels of a

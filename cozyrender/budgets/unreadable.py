@@ -39,7 +39,7 @@ from cozyrender.values_secret import SECRET_NAME as VALUES_SECRET_NAME
 from cozyrender.kube.shape import ShapeError, ref
 
 from .index import BudgetState, object_identity
-from .tree import ROOT_NAMESPACE, is_tenant_namespace, is_within, owned_namespace, parent_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, is_tenant_namespace, is_within, owned_namespace, parent_namespace
 
 # Kinds whose unreadable copy bears on every decision.
 _CLUSTER_WIDE = frozenset({"GPUClass"})

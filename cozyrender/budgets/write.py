@@ -23,7 +23,7 @@ from .model import (
     parse_workload,
     quota_field,
 )
-from .tree import is_malformed_tenant_namespace, malformed_namespace_message, owned_namespace
+from cozyrender.namespaces import is_malformed_tenant_namespace, malformed_namespace_message, owned_namespace
 
 
 def check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = None) -> Decision:
@@ -52,8 +52,8 @@ def _check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = 
     Tenant (apps.cozystack.io): the declaration gate. VMInstance,
     KubernetesNodes and Kubernetes (apps.cozystack.io): the class and vGPU
     checks, then the GPU budget check. GPUClass (cozystack.io): the class
-    validation. Pod, VirtualMachine, VirtualMachineInstance: the other
-    doors (`door_checks`).
+    validation. Pod, VirtualMachine, VirtualMachineInstance, ResourceClaim
+    and ResourceClaimTemplate: the other doors (`door_checks`).
     `platform_vgpu` overrides the root's vGPU entitlement read from the state.
     Raises ShapeError for an object the rules cannot read, including
     any other kind; for a GPUClass, CRDError or RuleCompileError
@@ -88,16 +88,17 @@ def _check_write(state: BudgetState, obj: Mapping, platform_vgpu: bool | None = 
         from .classes import check_gpuclass_write
 
         return check_gpuclass_write(state, obj)
-    from .doors import door_kind
+    from .doors import door_kind, is_claim_template
 
-    if door_kind(obj) is not None:
+    if door_kind(obj) is not None or is_claim_template(obj):
         from .door_checks import check_door_write
 
         return check_door_write(state, obj, platform_vgpu)
     raise ShapeError.at(
         obj, "", f"cannot check this kind (apiVersion {got(obj.get('apiVersion'))}); expected an "
         "apps.cozystack.io/v1alpha1 Tenant, VMInstance, KubernetesNodes or Kubernetes, a cozystack.io GPUClass, "
-        "a v1 Pod, or a kubevirt.io VirtualMachine or VirtualMachineInstance"
+        "a v1 Pod, a kubevirt.io VirtualMachine or VirtualMachineInstance, or a resource.k8s.io ResourceClaim or "
+        "ResourceClaimTemplate"
     )
 
 
@@ -106,7 +107,7 @@ def namespaces_held(objects) -> set[str]:
     namespace of every namespaced object in it, and the namespace each Tenant
     owns (its chart creates it; a GitOps state holds the Tenant, not the
     Namespace)."""
-    from .tree import owned_namespace as owned
+    from cozyrender.namespaces import owned_namespace as owned
 
     held: set[str] = set()
     for obj in objects:

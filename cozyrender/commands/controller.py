@@ -3,7 +3,7 @@ replicas.
 
     cozyrender controller [--kubeconfig FILE] [--context NAME] [--namespace cozyrender-system]
         [--lease-name NAME] [--identity NAME] [--listen 0.0.0.0:8080]
-        [--controllers status,licenses,metrics] [--lease-duration 15 --renew-deadline 10 --retry-period 2]
+        [--controllers status,licenses,metrics,gpubudgets] [--lease-duration 15 --renew-deadline 10 --retry-period 2]
         [--ready-contact 30]
 
 A command of its own, not a flag of `webhook`: it runs as its own Deployment
@@ -29,7 +29,7 @@ import click
 from cozyrender.commands import examples, fail, read_kubeconfig
 from cozyrender.commands.webhook import DEFAULT_NAMESPACE, Seconds, _address
 
-CONTROLLERS = ("status", "licenses", "metrics")
+CONTROLLERS = ("status", "licenses", "metrics", "gpubudgets")
 
 
 def _controllers(value: str) -> tuple[str, ...]:
@@ -65,12 +65,12 @@ def _controllers(value: str) -> tuple[str, ...]:
               help="Ready while the API server's last answer is at most this old (not Ready when it cannot be "
               "reached).")
 @click.option("--platform-vgpu", type=click.Choice(["true", "false"]),
-              help="The platform's gpu.vgpu for the metrics' tree, overriding what the cluster says.")
+              help="The platform's gpu.vgpu for the metrics' and the GPUBudgets' tree, overriding what the cluster says.")
 def command(kubeconfig: str | None, context: str | None, namespace: str, lease_name: str, identity: str | None,
             listen: str, names: str, lease_duration: float, renew_deadline: float, retry_period: float,
             ready_contact: float, platform_vgpu: str | None) -> None:
-    """Run the GPU offer's controllers: GPUClass status, vGPU license copies and
-    billing metrics, with leader election across replicas."""
+    """Run the GPU offer's controllers: GPUClass status, vGPU license copies,
+    billing metrics and the tenants' GPUBudgets, with leader election across replicas."""
     from cozyrender.controllers import registry
     from cozyrender.controllers.manager import Manager, serve_http
     from cozyrender.kube.client import ClientError, make_client

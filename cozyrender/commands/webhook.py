@@ -102,7 +102,7 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     import ssl
 
     from cozyrender.budgets.live import LiveIndex
-    from cozyrender.budgets.tree import ROOT_NAMESPACE
+    from cozyrender.namespaces import ROOT_NAMESPACE
     from cozyrender.kube.client import ClientError, make_client, stored_object
     from cozyrender.webhook.cache import Cache
     from cozyrender.webhook.ledger import Arbiter, ConfigMapShards, LedgerError
@@ -169,7 +169,15 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     def not_ready_reason() -> str:
         return "; ".join(part for part in (cache.not_ready_reason(), ledger_state["why"]) if part)
 
-    routes = {"/validate": arbiter}
+    from cozyrender.budgets.license_volumes import license_patch
+    from cozyrender.webhook.mutate import licenses
+
+    def license_volumes(vmi) -> list[dict]:
+        with lock:
+            return license_patch(index.state, vmi)
+
+    # /mutate-licenses: a licensed vGPU VMI gets its license copy as a labelled disk (the contract).
+    routes = {"/validate": arbiter, "/mutate-licenses": lambda review: licenses(review, license_volumes)}
     if flux_injection:
         from cozyrender.flux import controller
         from cozyrender.resources import data_path
@@ -196,16 +204,20 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
     if register:
         from cozyrender.webhook.registration import Registrar, ca_bundle_file
 
+        def gpu_device_classes() -> list[str]:
+            with lock:  # the DeviceClasses the GPUClasses name: the DRA webhooks are sent claims of these
+                return sorted(index.state.class_device_classes)
+
         # `ca.crt` beside the serving certificate (cert-manager's Secret holds the CA that signed
         # it there), read at each registration pass: a renewed Secret is followed.
         registrar = Registrar(ledger_client, namespace, register, register_owner, routes, ready,
                               ca_bundle=ca_bundle_file(os.path.join(os.path.dirname(tls_cert), "ca.crt")),
-                              metrics=metrics)
+                              metrics=metrics, device_classes=gpu_device_classes)
         registrar.start(stopping)
     if flux_injection:
-        # With --register, the loop writes only while the chart lists the MutatingWebhookConfiguration
+        # With --register, the loop writes only while the chart lists the postrenderers webhook
         # (`--set fluxInjection=false` pauses it at once, before the replicas roll).
-        enabled = (lambda: "MutatingWebhookConfiguration" in registrar.listed) if registrar else (lambda: True)
+        enabled = (lambda: "postrenderers.cozyrender.io" in registrar.webhooks) if registrar else (lambda: True)
         _, stop_controller, _ = controller.start(make_client(kubeconfig, context), chart, metrics=flux_metrics,
                                                  enabled=enabled)
         stopping_hooks = [stop_controller]
@@ -221,7 +233,7 @@ def command(listen: str, tls_cert: str, tls_key: str, client_ca: str | None, kub
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    served = {"/validate": "GPU budgets", "/mutate": "Flux injection"}
+    served = {"/validate": "GPU budgets", "/mutate-licenses": "vGPU license volumes", "/mutate": "Flux injection"}
     click.echo(f"cozyrender webhook: serving https://{listen}: "
                + ", ".join(f"{path} ({served[path]})" for path in routes) + ", /healthz, /readyz, /metrics; "
                + (f"registering the configurations of ConfigMap {namespace}/{register} while ready"

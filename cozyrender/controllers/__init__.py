@@ -3,7 +3,8 @@ run by the leader of `cozyrender controller` (`manager`, `lease`).
 
 - `gpuclass_status`: GPUClass status from `gpuclass.status`;
 - `licenses`: vGPU license copies from `gpuclass.license`;
-- `metrics`: billing and alert figures from the pool tree and the catalog.
+- `metrics`: billing and alert figures from the pool tree and the catalog;
+- `gpubudgets`: each tenant namespace's GPUBudget from the pool tree.
 
 `registry` builds the chosen controllers' factories and the metrics
 exporter for the command.
@@ -21,6 +22,7 @@ def registry(make_client: Callable[[], object], chosen: tuple[str, ...], platfor
     `controllers.devicetime`) is the record the Lease must carry, its
     checkpoint projected `renew_deadline` seconds ahead."""
     from cozyrender.controllers.devicetime import DeviceTime
+    from cozyrender.controllers.gpubudgets import BudgetWriter
     from cozyrender.controllers.gpuclass_status import StatusController
     from cozyrender.controllers.lease import RENEW_DEADLINE
     from cozyrender.controllers.licenses import LicenseCopier
@@ -33,6 +35,7 @@ def registry(make_client: Callable[[], object], chosen: tuple[str, ...], platfor
         "status": ("status", lambda: StatusController(make_client)),
         "licenses": ("licenses", lambda: LicenseCopier(make_client)),
         "metrics": ("budgets", lambda: BudgetWatcher(make_client, platform_vgpu, exporter.devices)),
+        "gpubudgets": ("gpubudgets", lambda: BudgetWriter(make_client, platform_vgpu)),
     }
 
     def factory(attribute: str, make: Callable[[], object]) -> Callable[[], object]:

@@ -82,7 +82,7 @@ def allocated_figures(state, pods: Iterable[Mapping]) -> dict[Key, int]:
     """The devices of each class held by Running pods bound to a node, per tenant namespace."""
     from cozyrender.budgets.doors import read_door
     from cozyrender.budgets.holders import resolve
-    from cozyrender.budgets.tree import is_tenant_namespace
+    from cozyrender.namespaces import is_tenant_namespace
     from cozyrender.kube.shape import ShapeError
 
     found: dict[Key, int] = {}

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from cozyrender.budgets.tree import ancestors, is_tenant_namespace, is_within
+from cozyrender.namespaces import ancestors, is_tenant_namespace, is_within
 from cozyrender.gpuclass.license import (
     COPY_PREFIX, MANAGED_BY, MANAGED_BY_LABEL, entitled, is_copy, license_of, plan,
 )

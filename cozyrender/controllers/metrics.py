@@ -266,33 +266,21 @@ def tree_samples(objects: list[dict], platform_vgpu: bool | None = None) -> list
 
 
 def _tree_figures(objects: list[dict], platform_vgpu: bool | None = None):
-    """(samples, the indexed state, the tree, whether a namespace's figures are unknown): `tree_samples`'s."""
-    from cozyrender.budgets import audit, index_state
-    from cozyrender.budgets.unreadable import MAX_LEFT_OUT, bearing, described, unreadable_state_object
-    from cozyrender.kube.shape import ShapeError
-    from cozyrender.tree import build_tree
+    """(samples, the indexed state, the tree, whether a namespace's figures are unknown): `tree_samples`'s,
+    over the tree the GPUBudget writer reads too (`tree.objects.computed_tree`)."""
+    from cozyrender.budgets.unreadable import described
+    from cozyrender.tree.objects import computed_tree
 
-    kept, left_out = objects, []
-    while True:
-        try:
-            state = index_state(kept)
-            break
-        except ShapeError as err:
-            found = unreadable_state_object(err, kept)
-            if found is None or len(left_out) == MAX_LEFT_OUT:
-                raise
-            log.warning("left out of the metrics' pool tree: %s", described(found))
-            left_out.append(found)
-            kept = [item for item in kept if item is not err.obj]
-    findings = audit(state)
-    tree = build_tree(state, findings, platform_vgpu=platform_vgpu)
+    computed = computed_tree(objects, platform_vgpu)
+    for item in computed.left_out:
+        log.warning("left out of the metrics' pool tree: %s", described(item))
 
     def unknown(namespace: str) -> bool:  # what a write in `namespace` would read holds one of them
-        return bool(left_out) and bool(bearing(state, left_out, {"kind": "Pod", "metadata": {"namespace": namespace}}))
+        return computed.problem(namespace) is not None
 
-    samples = (budget_samples(tree, unknown) + finding_samples(findings)
-               + [("cozyrender_tenant_tree_error", {}, 1.0 if left_out else 0.0)])
-    return samples, state, tree, unknown
+    samples = (budget_samples(computed.tree, unknown) + finding_samples(computed.findings)
+               + [("cozyrender_tenant_tree_error", {}, 1.0 if computed.left_out else 0.0)])
+    return samples, computed.state, computed.tree, unknown
 
 
 class Exporter:

@@ -55,6 +55,12 @@ def resource_name(gpuclass: Mapping) -> str:
     return text(gpuclass, "resourceName")
 
 
+def device_class_name(gpuclass: Mapping) -> str:
+    """`spec.deviceClassName`: the DRA DeviceClass whose devices are the
+    class's ("" when the class is offered through its resourceName only)."""
+    return text(gpuclass, "deviceClassName")
+
+
 def mode(gpuclass: Mapping) -> str:
     return text(gpuclass, "mode")
 

@@ -1,6 +1,8 @@
-"""Class conflicts: who holds a resource name that several classes share.
+"""Class conflicts: who holds a resource name (or a DRA DeviceClass) that
+several classes share.
 
-When two or more GPU classes name the same device-plugin resource, the oldest
+When two or more GPU classes name the same device-plugin resource, or the
+same DeviceClass (`spec.deviceClassName`), the oldest
 (`metadata.creationTimestamp`, then name order on a tie) holds it and every
 newer one is in conflict, so a mistyped new class cannot take an offer
 tenants already run on out of service. A class without a creationTimestamp
@@ -11,6 +13,7 @@ every created class; one whose timestamp cannot be read is a ShapeError
 API (used by the catalog and by `cozyrender check`'s vGPU gate):
 
     resource_holders(classes) -> {resource name: holder class name}
+    resource_holders(classes, device_class_name) -> {DeviceClass: holder class name}
     find_conflicts(classes)   -> {class name: Conflict} for classes in conflict only
 
 Pure functions, no I/O.
@@ -23,7 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from cozyrender.gpuclass.classes import class_name, resource_name
+from collections.abc import Callable
+
+from cozyrender.gpuclass.classes import class_name, device_class_name, resource_name
 from cozyrender.kube.shape import ShapeError, got, mapping
 
 # RFC 3339, as the API server writes metadata.creationTimestamp.
@@ -40,10 +45,11 @@ class Conflict:
     gpu_class: str
     resource_name: str
     holder: str
+    what: str = "resource name"  # or "DeviceClass" (`spec.deviceClassName`)
 
     def __str__(self) -> str:
         return (
-            f"GPU class {self.gpu_class!r} is in conflict: its resource name "
+            f"GPU class {self.gpu_class!r} is in conflict: its {self.what} "
             f"{self.resource_name!r} is held by the older class {self.holder!r}"
         )
 
@@ -73,11 +79,13 @@ def seniority(gpuclass: Mapping) -> tuple[datetime, str]:
     return creation_time(gpuclass), class_name(gpuclass)
 
 
-def resource_holders(classes: Iterable[Mapping]) -> dict[str, str]:
-    """For each resource name some class names, the class that holds it."""
+def resource_holders(classes: Iterable[Mapping],
+                     named: Callable[[Mapping], str] = resource_name) -> dict[str, str]:
+    """For each resource name (or, with `named=device_class_name`, each
+    DeviceClass) some class names, the class that holds it."""
     holders: dict[str, tuple[tuple[datetime, str], str]] = {}
     for gpuclass in classes:
-        resource = resource_name(gpuclass)
+        resource = named(gpuclass)
         if not resource:
             continue
         key = seniority(gpuclass)
@@ -88,13 +96,15 @@ def resource_holders(classes: Iterable[Mapping]) -> dict[str, str]:
 
 
 def find_conflicts(classes: Iterable[Mapping]) -> dict[str, Conflict]:
-    """Every class that names a resource held by another class, by class name."""
+    """Every class that names a resource (or a DeviceClass) held by another
+    class, by class name (the resource name's conflict first)."""
     classes = list(classes)
-    holders = resource_holders(classes)
     conflicts: dict[str, Conflict] = {}
-    for gpuclass in classes:
-        name, resource = class_name(gpuclass), resource_name(gpuclass)
-        holder = holders.get(resource)
-        if holder is not None and holder != name:
-            conflicts[name] = Conflict(name, resource, holder)
+    for named, what in ((device_class_name, "DeviceClass"), (resource_name, "resource name")):
+        holders = resource_holders(classes, named)
+        for gpuclass in classes:
+            name, resource = class_name(gpuclass), named(gpuclass)
+            holder = holders.get(resource)
+            if holder is not None and holder != name:
+                conflicts[name] = Conflict(name, resource, holder, what)
     return conflicts

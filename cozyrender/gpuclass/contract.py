@@ -35,6 +35,15 @@ The names:
   in every entitled namespace, keys `client_configuration_token.tok` and
   `gridd.conf`, the names NVIDIA's guest driver and the GPU Operator's
   licensing configuration read.
+- The license volume (`cozyrender.budgets.license_volumes`, written by the
+  VMI webhook `licenses.cozyrender.io`): a VirtualMachineInstance created
+  with a GPU of a licensed vGPU class gets the copy as a Secret volume and a
+  disk, both named `vgpu-license-<class>`, the volume labelled
+  `LICENSE_VOLUME_LABEL` (`COZY_VGPU_LIC`). KubeVirt mounts it into the
+  virt-launcher pod and gives it to the guest as an ISO disk of that label:
+  a guest image looks for `/dev/disk/by-label/COZY_VGPU_LIC`, copies
+  `client_configuration_token.tok` to `/etc/nvidia/ClientConfigToken/` and
+  `gridd.conf` to `/etc/nvidia/`.
 
 Names only, no I/O.
 """
@@ -46,6 +55,7 @@ APP_LABEL = "gpuclass.cozystack.io/app-devices"
 APP_LABEL_VALUE = "true"
 LAUNCHER_LABEL = "kubevirt.io"
 LAUNCHER_LABEL_VALUE = "virt-launcher"
+LICENSE_VOLUME_LABEL = "COZY_VGPU_LIC"  # an ISO 9660 volume label: A-Z, 0-9 and _, at most 32
 
 
 def app_reference(kind: str, name: str) -> str:

@@ -34,7 +34,7 @@ import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from cozyrender.budgets.tree import ancestors, is_tenant_namespace
+from cozyrender.namespaces import ancestors, is_tenant_namespace
 from cozyrender.entitlement import VGPU_LABEL
 
 COPY_PREFIX = "vgpu-license-"

@@ -9,7 +9,8 @@ Rules:
   requests none is not kept). Every change says which classes it touches:
   a node, the classes of the resources it advertises (before and after); a
   pod, the classes of the resources it requests; a class, itself and the
-  classes sharing its resource name (their conflict may move). Work per
+  classes sharing its resource name or its DeviceClass (their conflict may
+  move). Work per
   event is in proportion to what it touches, never a pass over the cluster.
 - `figures(name)` is `class_capacity` over the class's nodes only, and the
   conflict among the classes naming its resource only: the same functions
@@ -29,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from cozyrender.gpuclass.classes import class_name, resource_name
+from cozyrender.gpuclass.classes import class_name, device_class_name, resource_name
 from cozyrender.gpuclass.conflicts import Conflict, find_conflicts
 from cozyrender.gpuclass.freeunits import ClassCapacity, advertised, class_capacity, requests_by_node
 from cozyrender.kube.quantity import format_quantity
@@ -110,6 +111,8 @@ class ClassIndex:
         self.demands: dict[tuple[str, str], tuple[str, dict[str, Fraction]]] = {}  # pod key -> (node, demand)
         self._class_resource: dict[str, str] = {}
         self._by_resource: dict[str, set[str]] = {}  # resource -> class names
+        self._class_device_class: dict[str, str] = {}
+        self._by_device_class: dict[str, set[str]] = {}  # DeviceClass -> class names
         self._nodes_by_resource: dict[str, set[str]] = {}  # resource -> node names
         self._requests: dict[str, dict[str, Fraction]] = {}  # node -> resource -> requested
 
@@ -124,22 +127,27 @@ class ClassIndex:
     def set_class(self, gpuclass: dict | None, name: str) -> set[str]:
         """Add, replace (gpuclass) or remove (None) a class; the classes touched."""
         touched = {name}
-        old_resource = self._class_resource.pop(name, None)
-        if old_resource is not None:
-            self._by_resource[old_resource].discard(name)
-            touched |= self._by_resource[old_resource]
-            if not self._by_resource[old_resource]:
-                del self._by_resource[old_resource]
+        for by_name, by_key in ((self._class_resource, self._by_resource),
+                                (self._class_device_class, self._by_device_class)):
+            old_key = by_name.pop(name, None)
+            if old_key is not None:
+                by_key[old_key].discard(name)
+                touched |= by_key[old_key]
+                if not by_key[old_key]:
+                    del by_key[old_key]
         self.classes.pop(name, None)
         if gpuclass is not None:
             self.classes[name] = gpuclass
-            try:
-                resource = resource_name(gpuclass)
-            except ShapeError:
-                resource = ""
-            self._class_resource[name] = resource
-            touched |= self._by_resource.get(resource, set())
-            self._by_resource.setdefault(resource, set()).add(name)
+            for read, by_name, by_key in ((resource_name, self._class_resource, self._by_resource),
+                                          (device_class_name, self._class_device_class, self._by_device_class)):
+                try:
+                    key = read(gpuclass)
+                except ShapeError:
+                    key = ""
+                if key or read is resource_name:  # (no DeviceClass: no rivals for one)
+                    by_name[name] = key
+                    touched |= by_key.get(key, set())
+                    by_key.setdefault(key, set()).add(name)
         return touched
 
     # ------------------------------------------------------------- nodes
@@ -194,8 +202,11 @@ class ClassIndex:
         gpuclass = self.classes[name]
         resource = self._class_resource.get(name, "")
         try:
-            rivals = [self.classes[other] for other in self._by_resource.get(resource, ())] if resource else [gpuclass]
-            conflict = find_conflicts(rivals).get(name)
+            rivals = set(self._by_resource.get(resource, ())) if resource else {name}
+            device_class = self._class_device_class.get(name, "")
+            if device_class:
+                rivals |= self._by_device_class.get(device_class, set())
+            conflict = find_conflicts([self.classes[other] for other in sorted(rivals)]).get(name)
             nodes = [self.nodes[node] for node in self._nodes_by_resource.get(resource, ())]
             requests = {node: self._requests[node] for node in self._nodes_by_resource.get(resource, ())
                         if node in self._requests}
@@ -243,11 +254,12 @@ def desired_status(gpuclass: Mapping, figures: Figures, now: str, previous: Mapp
                   free=_units(capacity.free))
     if figures.conflict is not None:
         status["conflictWith"] = figures.conflict.holder
-        conflict = _condition(CONFLICT, True, "ResourceNameHeld", str(figures.conflict), generation, now,
+        reason = "ResourceNameHeld" if figures.conflict.what == "resource name" else "DeviceClassHeld"
+        conflict = _condition(CONFLICT, True, reason, str(figures.conflict), generation, now,
                               previous)
         ready = _condition(READY, False, "Conflict",
-                           f"not offered: resource name {figures.conflict.resource_name!r} is held by the older "
-                           f"class {figures.conflict.holder!r}", generation, now, previous)
+                           f"not offered: {figures.conflict.what} {figures.conflict.resource_name!r} is held by the "
+                           f"older class {figures.conflict.holder!r}", generation, now, previous)
     else:
         conflict = _condition(CONFLICT, False, "NoConflict",
                               f"{name!r} holds its resource name", generation, now, previous)

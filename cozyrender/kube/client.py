@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from cozyrender.budgets.tree import ROOT_NAMESPACE, is_tenant_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, is_tenant_namespace
 
 VALUES_SECRET = "cozystack-values"
 
@@ -64,6 +64,7 @@ WATCHED: tuple[Watched, ...] = (
     Watched("", "v1", "Pod", "pods", True, "tenant"),
     Watched("kubevirt.io", "v1", "VirtualMachine", "virtualmachines", True, "tenant"),
     Watched("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances", True, "tenant"),
+    Watched("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True, "tenant"),
     Watched("", "v1", "Namespace", "namespaces", False, "tenant-namespace"),
     Watched("", "v1", "Secret", "secrets", True, "values"),
 )
@@ -183,8 +184,8 @@ def stored_object(client, identity: tuple) -> dict | None:
 def read_state(client) -> list[dict]:
     """Every object `cozyrender check` reads, listed from the cluster: apps
     Tenants, VMInstances, KubernetesNodes and Kuberneteses, GPUClasses,
-    ResourceQuotas, Pods and KubeVirt VirtualMachines and
-    VirtualMachineInstances in tenant namespaces, tenant Namespaces and
+    ResourceQuotas, Pods, KubeVirt VirtualMachines and
+    VirtualMachineInstances and DRA ResourceClaims in tenant namespaces, tenant Namespaces and
     tenant-root's `cozystack-values` Secret. A kind the cluster does not
     serve (404) is skipped: the state then holds none of it."""
     from lightkube.core.exceptions import ApiError

@@ -31,7 +31,7 @@ from cozyrender.budgets.charges import ALL_CLASSES, NO_CHARGE, budget_charge, ca
 from cozyrender.budgets.checks import room_above
 from cozyrender.budgets.index import BudgetState, covered, key_order
 from cozyrender.budgets.model import quota_field
-from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, parent_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, ancestors, parent_namespace
 from cozyrender.budgets.usage import format_amount
 from cozyrender.entitlement import is_entitled
 

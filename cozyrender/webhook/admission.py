@@ -3,7 +3,8 @@ answer `cozyrender check` gives for the same state and write.
 
 Rule: a CREATE or UPDATE of an apps.cozystack.io Tenant, VMInstance,
 KubernetesNodes or Kubernetes, of a kubevirt.io VirtualMachine or
-VirtualMachineInstance, or of a v1 Pod (the other doors to a GPU:
+VirtualMachineInstance, of a v1 Pod, or of a resource.k8s.io ResourceClaim
+or ResourceClaimTemplate (the other doors to a GPU:
 `cozyrender.budgets.doors`) is decided by `check_write(state, object)`;
 every other request is allowed untouched. A refusal is `allowed: false` with
 a Kubernetes Status: code 403, reason Forbidden, a message naming the object
@@ -42,6 +43,8 @@ DOOR_RESOURCES = {
     ("kubevirt.io", "VirtualMachine"): "virtualmachines",
     ("kubevirt.io", "VirtualMachineInstance"): "virtualmachineinstances",
     ("", "Pod"): "pods",
+    ("resource.k8s.io", "ResourceClaim"): "resourceclaims",
+    ("resource.k8s.io", "ResourceClaimTemplate"): "resourceclaimtemplates",
 }
 CHECKED_OPERATIONS = ("CREATE", "UPDATE")
 # Kubernetes' own reasons (metav1.StatusReason) and field error types.

@@ -84,7 +84,7 @@ SEEN_KEEP = 600.0  # seconds a deleted object's uid is remembered
 # labels too (its vGPU label).
 KEPT_METADATA = ("name", "namespace", "uid", "generation", "resourceVersion", "creationTimestamp")
 FINISHED_PODS = ("Succeeded", "Failed")
-_KUBEVIRT_DOORS = frozenset({"VirtualMachine", "VirtualMachineInstance"})
+_COMPACT_DOORS = frozenset({"VirtualMachine", "VirtualMachineInstance", "ResourceClaim"})
 
 
 def compact(obj: dict) -> dict:
@@ -96,8 +96,8 @@ def compact(obj: dict) -> dict:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return obj
-    if obj.get("kind") in _KUBEVIRT_DOORS and door_kind(obj) is not None:
-        try:  # a VM or VMI: what the rules read of it (its devices and claim), and the ledger's metadata
+    if obj.get("kind") in _COMPACT_DOORS and door_kind(obj) is not None:
+        try:  # a VM, VMI or ResourceClaim: what the rules read of it (its devices and claim), and the ledger's metadata
             out = door_projection(obj)
         except ShapeError:
             pass  # kept whole below: the index names what it cannot read

@@ -99,12 +99,12 @@ from fractions import Fraction
 
 from cozyrender.budgets import check_write
 from cozyrender.budgets.checks import growth
-from cozyrender.budgets.doors import door_kind, door_projection, larger_door, read_door
+from cozyrender.budgets.doors import door_kind, door_projection, is_claim_template, larger_door, read_door
 from cozyrender.budgets.holders import resolve
 from cozyrender.kube.pods import extended_resource_names
 from cozyrender.budgets.live import LiveIndex
 from cozyrender.budgets.model import WORKLOAD_KINDS, parse_declaration, parse_workload
-from cozyrender.budgets.tree import ROOT_NAMESPACE, ancestors, is_tenant_namespace, is_within, parent_namespace
+from cozyrender.namespaces import ROOT_NAMESPACE, ancestors, is_tenant_namespace, is_within, parent_namespace
 from cozyrender.gpuclass.classes import identity_group
 from cozyrender.kube.identity import identity_of
 from cozyrender.kube.shape import ShapeError
@@ -598,7 +598,7 @@ class Arbiter:
         limit = self.deadline()
         try:
             obj = admission.written_object(review)
-            if door_kind(obj) is not None and not self._holds_gpus(obj):
+            if (door_kind(obj) is not None or is_claim_template(obj)) and not self._holds_gpus(obj):
                 return admission.answer(review, self._check(review, obj, None, []))  # no GPU: nothing to hold back
             with self.lock:  # only the writes whose pools hold an unreadable object (issue 28 item 2)
                 why = admission.unreadable_bearing(self.index.state, self.unreadable(), obj)
@@ -625,7 +625,10 @@ class Arbiter:
 
     def _holds_gpus(self, obj: dict) -> bool:
         """False for a door (`budgets.doors`) holding no device of any class
-        in a tenant namespace: nothing to reserve, so no ledger entry."""
+        in a tenant namespace, and for a ResourceClaimTemplate (the claims
+        made from it hold the devices): nothing to reserve, so no ledger entry."""
+        if is_claim_template(obj):
+            return False
         if door_kind(obj) is None:
             return True
         if obj.get("kind") == "Pod":  # by name first: a pod naming no class's resource holds no GPU

@@ -1,4 +1,6 @@
-"""The mutating admission answer for tenant HelmReleases, as a pure function.
+"""The mutating admission answers, as pure functions: tenant HelmReleases
+(Flux injection, `mutate`) and VirtualMachineInstances (the license volume,
+`licenses`).
 
 Rule: a CREATE or UPDATE of a Cozystack tenant HelmRelease
 (`flux.inject.is_tenant_release`) is admitted with a JSON Patch that sets
@@ -56,3 +58,23 @@ def mutate(review: Mapping, parent_state: Callable[[str], ParentState], chart: s
     except InjectError as err:
         return _response(uid, False, f"cozyrender: {err}")
     return _response(uid, True, patch=json_patch(obj, post_renderers))
+
+
+def licenses(review: Mapping, patch_for: Callable[[Mapping], list[dict]]) -> dict:
+    """AdmissionReview request -> response for the license webhook: a CREATE of a
+    VirtualMachineInstance is admitted with `patch_for(vmi)` (the license volumes it lacks,
+    `cozyrender.budgets.license_volumes`); anything else is admitted unchanged. A patch that
+    cannot be computed refuses the write, saying why (fail closed: a licensed guest never
+    starts without its license)."""
+    request = review.get("request") if isinstance(review.get("request"), Mapping) else None
+    if request is None:
+        return _response(None, False, "cozyrender: the AdmissionReview has no request")
+    uid, obj = request.get("uid"), request.get("object")
+    if request.get("operation") != "CREATE" or not isinstance(obj, Mapping) \
+            or obj.get("kind") != "VirtualMachineInstance":
+        return _response(uid, True)
+    try:
+        patch = patch_for(obj)
+    except Exception as err:  # noqa: BLE001 - fail closed, saying why
+        return _response(uid, False, f"cozyrender: cannot compute the license volumes: {type(err).__name__}: {err}")
+    return _response(uid, True, patch=patch)

@@ -28,6 +28,16 @@ anything, and Helm's `--wait` reports the failed release.
   (`cert-manager.io/inject-ca-from`) is registered without the request, so the
   two never force-apply different bundles over each other (cainjector reacts
   to every change of the configuration, the replicas re-apply every pass).
+- The DRA webhooks (ResourceClaims, ResourceClaimTemplates) are sent only
+  the writes naming a GPU DeviceClass: the DeviceClasses the GPUClasses
+  name (`spec.deviceClassName`) are known only in the cluster, so the chart
+  renders their match condition `gpu-device-classes` as `false` and each
+  replica writes it from the classes its cache holds (`device_class_condition`).
+  A claim of any other DeviceClass is never sent, so an outage never blocks
+  it. The replica looks at the classes every second (`DEVICE_CLASS_POLL`)
+  and registers again at once when they name other DeviceClasses: a
+  GPUClass naming a new DeviceClass leaves its claims unsent for about a
+  second after the replicas see it.
 - Registration is repeated every `interval` seconds while ready (an apply
   that changes nothing writes nothing): a configuration deleted by hand comes
   back once a replica is ready, which is how the "webhook down" runbook
@@ -41,6 +51,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -52,6 +63,7 @@ log = logging.getLogger("cozyrender.webhook.registration")
 KINDS = ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration")
 FIELD_MANAGER = "cozyrender-webhook"
 INTERVAL = 15.0
+DEVICE_CLASS_POLL = 1.0  # seconds between looks at the DeviceClasses the GPUClasses name
 # cert-manager's cainjector writes the caBundle of a configuration carrying this annotation.
 INJECT_CA_FROM = "cert-manager.io/inject-ca-from"
 
@@ -94,9 +106,42 @@ def read_configurations(data: Mapping[str, str]) -> list[dict]:
     return found
 
 
+# The match condition of the DRA webhooks this module writes, and where each kind's devices are.
+DEVICE_CLASSES_CONDITION = "gpu-device-classes"
+CLAIM_SPECS = {"resourceclaims": "object.spec", "resourceclaimtemplates": "object.spec.spec"}
+
+
+def device_class_condition(resource: str, device_classes: Iterable[str]) -> str:
+    """The CEL match condition sending a write of `resource` (resourceclaims
+    or resourceclaimtemplates) only when a request or an alternative names
+    one of `device_classes`; `false` when there is none."""
+    names = sorted(set(device_classes))
+    if not names:
+        return "false"
+    listed = "[" + ", ".join("'" + name + "'" for name in names) + "]"  # DNS subdomains: no quote to escape
+    spec = CLAIM_SPECS[resource]
+    return (f"has({spec}.devices) && has({spec}.devices.requests) && {spec}.devices.requests.exists(r, "
+            f"(has(r.exactly) && r.exactly.deviceClassName in {listed}) || "
+            f"(has(r.firstAvailable) && r.firstAvailable.exists(s, s.deviceClassName in {listed})))")
+
+
+def _fill_device_classes(obj: dict, device_classes: Iterable[str]) -> None:
+    for hook in obj.get("webhooks") or []:
+        for condition in hook.get("matchConditions") or []:
+            if condition.get("name") != DEVICE_CLASSES_CONDITION:
+                continue
+            resources = {r for rule in hook.get("rules") or [] for r in rule.get("resources") or []}
+            resource = next(iter(resources)) if len(resources) == 1 else None
+            if resource not in CLAIM_SPECS:
+                raise RegistrationError(f"webhook {hook.get('name')}: condition {DEVICE_CLASSES_CONDITION} needs "
+                                        f"one rule resource of {', '.join(CLAIM_SPECS)}")
+            condition["expression"] = device_class_condition(resource, device_classes)
+
+
 def plan(configurations: Iterable[Mapping], served: Iterable[str], owner: Mapping | None,
-         ca_bundle: str | None) -> Plan:
-    """What one replica does: register what it serves, delete the kinds no longer listed."""
+         ca_bundle: str | None, device_classes: Iterable[str] = ()) -> Plan:
+    """What one replica does: register what it serves (the DRA webhooks'
+    condition written from `device_classes`), delete the kinds no longer listed."""
     served = set(served)
     result = Plan()
     listed = list(configurations)
@@ -119,6 +164,7 @@ def plan(configurations: Iterable[Mapping], served: Iterable[str], owner: Mappin
         if ca_bundle:
             for hook in obj.get("webhooks") or []:
                 hook.setdefault("clientConfig", {}).setdefault("caBundle", ca_bundle)
+        _fill_device_classes(obj, device_classes)
         result.apply.append(obj)
     names = {c["metadata"]["name"] for c in listed}
     kinds = {c["kind"] for c in listed}
@@ -141,7 +187,8 @@ class Registrar:
 
     def __init__(self, client, namespace: str, configmap: str, owner_role: str, served: Iterable[str],
                  ready: Callable[[], bool], ca_bundle: str | Callable[[], str | None] | None = None,
-                 interval: float = INTERVAL, metrics=None) -> None:
+                 interval: float = INTERVAL, metrics=None,
+                 device_classes: Callable[[], Iterable[str]] = lambda: ()) -> None:
         self.client = client
         self.namespace, self.configmap, self.owner_role = namespace, configmap, owner_role
         self.served = tuple(served)
@@ -149,8 +196,11 @@ class Registrar:
         self.ca_bundle = ca_bundle
         self.interval = interval
         self.metrics = metrics
+        self.device_classes = device_classes
+        self.applied_classes: tuple[str, ...] | None = None  # the DeviceClasses the last pass wrote
         self.registered: list[str] = []
         self.listed: set[str] = set()  # the kinds the ConfigMap listed at the last pass
+        self.webhooks: set[str] = set()  # the webhooks (by name) it listed
         self.last_error = ""
 
     def _owner(self) -> dict | None:
@@ -176,17 +226,19 @@ class Registrar:
             source = self.client.get(ConfigMap, self.configmap, namespace=self.namespace)
         except ApiError as err:
             if err.status.code == 404:
-                self.listed = set()
+                self.listed, self.webhooks = set(), set()
                 return None
             raise
         owner = self._owner()
         if owner is None:
-            self.listed = set()
+            self.listed, self.webhooks = set(), set()
             return None
         configurations = read_configurations(source.data or {})
         self.listed = {c["kind"] for c in configurations}
+        self.webhooks = {hook.get("name") for c in configurations for hook in c.get("webhooks") or []}
         ca_bundle = self.ca_bundle() if callable(self.ca_bundle) else self.ca_bundle
-        decided = plan(configurations, self.served, owner, ca_bundle)
+        device_classes = tuple(sorted(set(self.device_classes())))
+        decided = plan(configurations, self.served, owner, ca_bundle, device_classes)
         for obj in decided.apply:
             self.client.patch(_resource(obj["kind"]), obj["metadata"]["name"], obj, patch_type=PatchType.APPLY,
                               field_manager=FIELD_MANAGER, force=True)
@@ -202,12 +254,19 @@ class Registrar:
         if registered != self.registered:
             log.info("cozyrender webhook: registered %s", ", ".join(registered) or "nothing")
         self.registered = registered
+        self.applied_classes = device_classes
         return decided
 
     def run(self, stop: threading.Event) -> None:
-        """Register whenever ready, every `interval` seconds, until `stop`."""
+        """Register whenever ready, every `interval` seconds (every second
+        while nothing is registered, and at once when the GPUClasses name
+        other DeviceClasses), until `stop`."""
+        last = None
         while not stop.is_set():
-            if self.ready():
+            due = last is None or not self.registered or time.monotonic() - last >= self.interval or \
+                tuple(sorted(set(self.device_classes()))) != self.applied_classes
+            if due and self.ready():
+                last = time.monotonic()
                 try:
                     self.sync()
                     self.last_error = ""
@@ -219,7 +278,7 @@ class Registrar:
                                 self.last_error)
                     if self.metrics is not None:
                         self.metrics.registrations.labels("error").inc()
-            stop.wait(self.interval if self.registered else min(self.interval, 1.0))
+            stop.wait(min(self.interval, DEVICE_CLASS_POLL))
 
     def start(self, stop: threading.Event) -> threading.Thread:
         thread = threading.Thread(target=self.run, args=(stop,), name="webhook-registration", daemon=True)
@@ -243,5 +302,6 @@ def ca_bundle_file(path: str) -> Callable[[], str | None]:
     return read
 
 
-__all__ = ["FIELD_MANAGER", "INJECT_CA_FROM", "INTERVAL", "KINDS", "Plan", "Registrar", "RegistrationError",
-           "ca_bundle_file", "plan", "read_configurations"]
+__all__ = ["CLAIM_SPECS", "DEVICE_CLASSES_CONDITION", "FIELD_MANAGER", "INJECT_CA_FROM", "INTERVAL", "KINDS", "Plan",
+           "Registrar", "RegistrationError", "ca_bundle_file", "device_class_condition", "plan",
+           "read_configurations"]

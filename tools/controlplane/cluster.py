@@ -3,9 +3,10 @@
 Starts, each as its own process group, with every port on 127.0.0.1:
 - etcd (built from go.etcd.io/etcd/server/v3) and kube-apiserver v1.35.4
   (built from k8s.io/kubernetes), client-certificate authentication, RBAC;
-- kube-controller-manager v1.35.4 with the namespace and garbage-collector
-  controllers (a deleted namespace is emptied and goes; owned objects follow
-  their owner). No kubelet, scheduler or kube-proxy: pods never run;
+- kube-controller-manager v1.35.4 with the namespace, garbage-collector and
+  ClusterRole aggregation controllers (a deleted namespace is emptied and
+  goes; owned objects follow their owner; Cozystack's aggregated tenant roles
+  get their rules). No kubelet, scheduler or kube-proxy: pods never run;
 - the GPUClass CRD and stand-in CRDs for Cozystack's apps.cozystack.io kinds;
 - the namespaces `cozy-system`, `cozyrender-system` and `tenant-root` (or those given);
 - N replicas of `cozyrender webhook` behind a round-robin balancer (the
@@ -322,6 +323,7 @@ class ControlPlane:
             str(self.bin / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
             f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}",
             "--controllers=" + ",".join(("namespace-controller", "garbage-collector-controller",
+                                         "clusterrole-aggregation-controller",
                                          *(self.node.controllers() if self.node else ()))),
             f"--root-ca-file={self.pki / 'ca.crt'}",
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
@@ -484,8 +486,9 @@ def down(directory: Path) -> None:
 
 def set_injection(directory: Path, on: bool) -> int:
     """`helm upgrade --set fluxInjection=true|false` for the cluster's chart objects: the
-    ConfigMap of configurations re-rendered and applied; the replicas register or delete
-    the MutatingWebhookConfiguration and run or pause the loop accordingly."""
+    ConfigMap of configurations re-rendered and applied; the replicas register the
+    MutatingWebhookConfiguration with or without its postrenderers webhook and run or pause
+    the loop accordingly."""
     state = json.loads((Path(directory) / "state.json").read_text())
     plane = ControlPlane(directory, flux_injection=on)
     if (Path(directory) / "node").is_dir():  # the chart installed by Helm on the node: upgrade it
@@ -504,9 +507,13 @@ def set_injection(directory: Path, on: bool) -> int:
     # Everything the chart changes with the value: the ConfigMap of configurations and the RBAC
     # injection needs (tenant values Secrets, HelmReleases).
     plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}))
-    present = lambda: plane.kubectl("get", "mutatingwebhookconfiguration", WEBHOOK_RELEASE,  # noqa: E731
-                                    check=False).returncode == 0
-    plane._wait(f"the replicas {'registering' if on else 'deleting'} the MutatingWebhookConfiguration",
+
+    def present() -> bool:  # the postrenderers webhook in the MutatingWebhookConfiguration (beside the licenses one)
+        found = plane.kubectl("get", "mutatingwebhookconfiguration", WEBHOOK_RELEASE, "-o", "json", check=False)
+        return found.returncode == 0 and any(hook.get("name") == "postrenderers.cozyrender.io"
+                                             for hook in json.loads(found.stdout).get("webhooks") or [])
+
+    plane._wait(f"the replicas {'registering' if on else 'removing'} the postrenderers webhook",
                 lambda: present() is on, 60)
     print(f"cluster: Flux injection {'on' if on else 'off'}")
     return 0

@@ -73,6 +73,7 @@ DRA_IDENTITY = "cozyrender-draplugin"
 # One test node per machine: the kubelet's device-plugin socket (above) is machine-wide. This file
 # names the node folder of the node running now; `cleanup` removes it.
 MACHINE_LOCK = Path("/run/cozyrender-test-node")
+MACHINE_WAIT = float(os.environ.get("COZYRENDER_NODE_WAIT", "900"))  # seconds to wait for another node to go
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 # The kernel tunables a kubelet sets at start (pkg/kubelet/cm: setupKernelTunables); put back on cleanup.
 KERNEL_TUNABLES = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops",
@@ -156,8 +157,9 @@ class Node:
         for binary in ("kubelet", "kube-scheduler", *(("cozyrender-draplugin",) if self.dra_gpus else ())):
             if not (self.plane.bin / binary).exists():
                 raise NodeError(f"{self.plane.bin / binary} is missing: run `make node`")
-        if self.index == 0:
-            self._claim_machine()  # an extra node's plane holds it already
+        if self.index == 0:  # an extra node's plane holds the machine already
+            self._claim_machine()
+            self._unmount_stale()
         self.dir.mkdir(parents=True, exist_ok=True)
         tunables = {name: Path("/proc/sys", name).read_text().strip() for name in KERNEL_TUNABLES}
         self._save(tunables=tunables)
@@ -181,16 +183,22 @@ class Node:
 
     def _claim_machine(self) -> None:
         """Refuse a second node while another one's state is on the machine (two kubelets would
-        share the device-plugin socket and break each other)."""
-        try:
-            holder = Path(MACHINE_LOCK.read_text().strip())
-        except OSError:
-            holder = None
+        share the device-plugin socket and break each other), after waiting MACHINE_WAIT seconds
+        for it to go."""
+        deadline = time.monotonic() + MACHINE_WAIT
+        while True:  # another run's node (a developer's `make cluster`, a second test run) may be going
+            try:
+                holder = Path(MACHINE_LOCK.read_text().strip())
+            except OSError:
+                holder = None
+            if holder is None or holder == self.dir or not (holder / "node.json").exists() \
+                    or time.monotonic() >= deadline:
+                break
+            time.sleep(2)
         if holder is not None and holder != self.dir and (holder / "node.json").exists():
             raise NodeError(f"a test node ({holder}) is already on this machine, and only one can be: stop it first "
                             f"(`python tools/controlplane/cluster.py down --dir {holder.parent}`)")
         MACHINE_LOCK.write_text(f"{self.dir}\n")
-        self._unmount_stale()
 
     def _unmount_stale(self) -> None:
         """Unmount what an earlier node left mounted (its run was killed before `cleanup`): the
