@@ -1,4 +1,4 @@
-"""The cluster with a real node (tools/controlplane/node.py): kubelet and kube-scheduler v1.35.4,
+"""The cluster with two real nodes (tools/controlplane/node.py): kubelet and kube-scheduler v1.35.4,
 containerd + runc + CNI bridge, the GPU device plugin, and the webhook chart installed by Helm 4
 from the image built here, as `make cluster` gives it.
 
@@ -14,13 +14,17 @@ from the image built here, as `make cluster` gives it.
 - docs/runbooks.md "Rolling back a version", its commands as written: `helm history`, then
   `helm rollback <revision> --wait` during concurrent writes; the rolled-back pods register the
   rolled-back configuration and nothing is over-admitted (issue 29 item 3);
+- a second node (no GPUs, its kubelet and containerd in a mount namespace of their own) leaves
+  the first node's device plugin alone; `kubectl drain` of the node carrying the replica the
+  writes go to, during a tenant's writes every 0.2 s: the replica recreated on the other node,
+  the drain completed, no fitting write refused (issue 34 item 4);
 - the install order (issue 29 item 1): uninstalling leaves nothing registered; an install whose
   image cannot start registers nothing, tenant writes go on unchecked exactly as with no webhook,
   and the release reports the failure; the same install with the image that starts registers the
   configuration and enforces again. Last in the module: it uninstalls the release the others use.
 
-Pod addresses are in 10.250.N.0/24 on the bridge the run created; the tests send traffic only
-there and to loopback.
+Pod addresses are in 10.250.N.0/24 and 10.250.M.0/24 on the bridges the run created; the tests
+send traffic only there and to loopback.
 """
 
 from __future__ import annotations
@@ -55,12 +59,14 @@ NAMESPACE = "cozyrender-system"
 RELEASE = "cozyrender-webhook"
 
 
-# Own plane (issue 36): the machine has one node; the cert-manager module installs the same release.
+# Own plane (issue 36): the machine has one plane's nodes; the cert-manager module installs the same
+# release. Two nodes: the second (no GPUs, node.py) is where a drain moves a replica to.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     from cluster import ControlPlane
 
-    plane = ControlPlane(tmp_path_factory.mktemp("node-cluster"), BIN, webhook_replicas=2, node=True, gpus={GPU: 4})
+    plane = ControlPlane(tmp_path_factory.mktemp("node-cluster"), BIN, webhook_replicas=2, node=True, gpus={GPU: 4},
+                         nodes=2)
     plane.start()
     yield plane
     plane.stop()
@@ -96,6 +102,11 @@ def make_tenant(api: KubeAPI, name: str, quotas: dict) -> str:
     once had (Tenant creates answered 500 for about a minute after the rolling updates) hid
     the ghost reservations of issue 34; a refusal now fails the test."""
     return test_webhook_live.make_tenant(api, name, quotas)
+
+
+def plane_nodes(plane) -> dict:
+    """The plane's nodes by name: its node (the GPUs) and the second one."""
+    return {node.name: node for node in (plane.node, *plane.extra_nodes)}
 
 
 def webhook_pods(plane) -> list[dict]:
@@ -155,6 +166,24 @@ def test_node_is_ready_and_its_gpu_allocatable_comes_from_the_kubelet(plane):
     writers = [entry["manager"] for entry in node["metadata"]["managedFields"]
                if f"f:{GPU}" in json.dumps(entry.get("fieldsV1", {}))]
     assert writers == ["kubelet"], writers
+
+
+def test_a_second_node_without_gpus_leaves_the_first_nodes_device_plugin_alone(plane):
+    nodes = {n["metadata"]["name"]: n for n in kubectl_json(plane, "get", "nodes")["items"]}
+    assert sorted(nodes) == ["cozyrender-node", "cozyrender-node-2"]
+    for node in nodes.values():
+        assert {c["type"]: c["status"] for c in node["status"]["conditions"]}["Ready"] == "True"
+    assert nodes["cozyrender-node"]["status"]["allocatable"][GPU] == "4"
+    assert GPU not in nodes["cozyrender-node-2"]["status"]["allocatable"]
+    # Each kubelet serves at its own bridge address.
+    addresses = {name: [a["address"] for a in n["status"]["addresses"] if a["type"] == "InternalIP"]
+                 for name, n in nodes.items()}
+    assert addresses == {plane.node.name: [plane.node.gateway], plane.extra_nodes[0].name: [plane.extra_nodes[0].gateway]}
+    # The second kubelet's device manager, which deletes every socket in its device-plugin folder on
+    # start, had a private folder (its mount namespace): the first node's sockets are still there.
+    host = Path("/var/lib/kubelet/device-plugins")
+    assert (host / "kubelet.sock").is_socket() and list(host.glob("cozyrender-*.sock")), list(host.iterdir())
+    assert [p.name for p in (plane.extra_nodes[0].dir / "device-plugins").iterdir()] == ["kubelet.sock"]
 
 
 def gpu_pod(name: str) -> dict:
@@ -248,14 +277,15 @@ def test_the_webhook_runs_from_the_image_behind_its_service(plane, api):
     assert deployment_settled(plane)
     pods = webhook_pods(plane)
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {build.image_reference()}
-    assert all(p["spec"]["nodeName"] == "cozyrender-node" for p in pods)
+    assert {p["spec"]["nodeName"] for p in pods} <= set(plane_nodes(plane))
     assert all(p["spec"]["containers"][0]["securityContext"]["readOnlyRootFilesystem"] for p in pods)
     assert {p["spec"]["serviceAccountName"] for p in pods} == {"cozyrender-webhook"}
     slices = kubectl_json(plane, "-n", NAMESPACE, "get", "endpointslices",
                           "-l", f"kubernetes.io/service-name={RELEASE}")["items"]
     addresses = {a for s in slices for e in s.get("endpoints", []) for a in e["addresses"]}
     assert addresses == {p["status"]["podIP"] for p in pods}
-    assert all(a.startswith(plane.node.gateway.rsplit(".", 1)[0] + ".") for a in addresses)
+    subnets = {node.gateway.rsplit(".", 1)[0] + "." for node in plane_nodes(plane).values()}
+    assert all(a.rsplit(".", 1)[0] + "." in subnets for a in addresses), (addresses, subnets)
     pdb = kubectl_json(plane, "-n", NAMESPACE, "get", "pdb", RELEASE)
     assert pdb["spec"]["minAvailable"] == 1 and pdb["status"]["disruptionsAllowed"] == 1
     release = json.loads(plane.node.helm("status", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
@@ -408,7 +438,8 @@ KILLED_WINDOW = 10.0  # seconds after SIGKILL within which writes sent to the de
 def webhook_process(plane, pod: dict) -> int:
     """The host PID of the webhook container's process (runc's state of the container)."""
     container = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-    state = subprocess.run(["runc", "--root", str(Path(plane.node.runc_root) / "k8s.io"), "state", container],
+    runc_root = plane_nodes(plane)[pod["spec"]["nodeName"]].runc_root
+    state = subprocess.run(["runc", "--root", str(Path(runc_root) / "k8s.io"), "state", container],
                            capture_output=True, text=True, check=True).stdout
     return json.loads(state)["pid"]
 
@@ -515,6 +546,68 @@ def test_a_replica_paused_past_the_timeout_never_locks_its_tenants_out(plane, ap
     assert not reserved & {name for name, _, _ in refused}, reserved
 
 
+def nodes_of(plane) -> dict[str, str]:
+    """Each ready webhook pod's node."""
+    return {p["metadata"]["name"]: p["spec"]["nodeName"] for p in webhook_pods(plane) if ready(p)}
+
+
+def spread(plane) -> bool:
+    """The two replicas on the two nodes. The chart's anti-affinity is preferred; where the scheduler
+    still put both on one node, that node is cordoned and one replica deleted, so the ReplicaSet's
+    new one lands on the other (the PodDisruptionBudget keeps one serving meanwhile). Returns whether
+    the scheduler had spread them itself."""
+    wait_for("the Deployment settled", lambda: deployment_settled(plane))
+    placed = nodes_of(plane)
+    if len(set(placed.values())) == 2:
+        return True
+    crowded = next(iter(placed.values()))
+    plane.kubectl("cordon", crowded)
+    try:
+        plane.kubectl("-n", NAMESPACE, "delete", "pod", next(iter(placed)))
+        wait_for("the Deployment settled over both nodes",
+                 lambda: deployment_settled(plane) and len(set(nodes_of(plane).values())) == 2)
+    finally:
+        plane.kubectl("uncordon", crowded)
+    return False
+
+
+def test_a_node_drained_during_writes_refuses_no_fitting_write(plane, api, record_property):
+    """Issue 34 item 4: `kubectl drain` of the node carrying the replica the writes go to (the
+    replicas spread over both nodes), while a tenant's automation creates a 1-GPU VM and deletes
+    the one before it every 0.2 s (budget 4: every create fits). The eviction respects the
+    PodDisruptionBudget, the evicted replica is recreated on the other node (the drained one is
+    cordoned), the drain completes; no write is refused, none tried twice."""
+    record_property("spread_by_scheduler", spread(plane))
+    namespace = make_tenant(api, "drain", {A100: 4})
+    wait_cached_tenant(plane, namespace)
+    done = threading.Event()
+    answers, threads = _churn(plane, namespace, done)
+    try:
+        victim = _busiest(plane, webhook_pods(plane), 2)
+        drained = victim["spec"]["nodeName"]
+        started = time.monotonic()
+        drain = plane.kubectl("drain", drained, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=300s",
+                              check=False, timeout=320)
+        record_property("drain_s", round(time.monotonic() - started, 1))
+        record_property("drained", drained)
+        try:
+            wait_for("the Deployment settled on the other node", lambda: deployment_settled(plane))
+            placed = nodes_of(plane)
+            time.sleep(3)
+        finally:
+            plane.kubectl("uncordon", drained)
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(30)
+    assert drain.returncode == 0 and f"node/{drained} drained" in drain.stdout, (drain.stdout, drain.stderr)
+    assert f"pod/{victim['metadata']['name']} evicted" in drain.stdout, drain.stdout
+    assert victim["metadata"]["name"] not in placed and drained not in placed.values(), placed
+    refused = [(name, status, message) for _, name, status, message in answers if status != 201]
+    record_property("writes", len(answers))
+    assert len(answers) > 20, answers  # the writes kept coming through the drain
+    assert refused == [], refused
+
 def test_a_pod_that_cannot_sync_its_cache_is_never_ready_and_gets_no_requests(plane, api):
     """A rollout whose new pod cannot reach the API server (a wrong port): it never syncs, so
     never turns Ready, is kept out of the Service's ready endpoints, and every write goes to
@@ -601,7 +694,8 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
     old configuration, and drop the postrenderers webhook (the license webhook stays)."""
     image = build.image_reference()
     newer = f"{image}-next"
-    plane.node.ctr("images", "tag", "--force", image, newer)
+    for node in plane_nodes(plane).values():
+        node.ctr("images", "tag", "--force", image, newer)
     # Flux's HelmRelease CRD, so the new revision may turn injection on (the chart checks it).
     plane.kubectl("apply", "--server-side", "-f", str(ROOT / ".cache" / "flux-crds" /
                                                         "helm.toolkit.fluxcd.io_helmreleases.yaml"))
@@ -754,7 +848,7 @@ def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_fail
         plane.node.helm("install", RELEASE, chart, "-n", NAMESPACE, "--wait", "--timeout", "5m",
                         values=plane.node.webhook_values)
     wait_for("the Deployment settled", lambda: deployment_settled(plane))
-    assert registered(plane) == [f"validatingwebhookconfigurations/{RELEASE}"]
+    assert registered(plane) == BOTH  # the license webhook is always registered beside the validating one
     wait_cached_tenant(plane, namespace)
     answers = []
 

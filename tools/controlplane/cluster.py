@@ -23,7 +23,7 @@ Starts, each as its own process group, with every port on 127.0.0.1:
   (aggapi.py, tools/aggapi), presenting its own certificate of that CA,
   instead of by the stand-in CRDs.
 
-    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi]]
+    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi] [--nodes 2]]
     python tools/controlplane/cluster.py down [--dir .cache/cluster]
 
 `up` returns once everything answers ready and leaves the processes running;
@@ -99,7 +99,7 @@ class ControlPlane:
                  namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
                  flux: bool = False, flux_injection: bool | None = None,
                  node: bool = False, gpus: dict[str, int] | None = None, aggapi: bool = False,
-                 dra_gpus: int = 0) -> None:
+                 dra_gpus: int = 0, nodes: int = 1) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
@@ -122,6 +122,12 @@ class ControlPlane:
         self.gpus = dict(gpus or {})
         self.dra_gpus = dra_gpus  # devices the node's DRA driver gpu.cozyrender.io publishes (node.py)
         self.node = None
+        # With nodes > 1, the extra nodes (node.py: no GPUs, each in a mount namespace of its own)
+        # beside the plane's node, started after it.
+        self.node_count = nodes
+        if nodes > 1 and not node:
+            raise ClusterError("extra nodes come with the node: nodes > 1 needs node=True (--node)")
+        self.extra_nodes: list = []
         # apps.cozystack.io from the aggregated server in a pod (aggapi.py) instead of stand-in CRDs.
         self.aggapi = aggapi
 
@@ -188,6 +194,11 @@ class ControlPlane:
                 flux.start(self)
             if self.node is not None:
                 self.node.start()
+                for index in range(1, self.node_count):
+                    from node import Node
+
+                    self.extra_nodes.append(Node(self, index=index))
+                    self.extra_nodes[-1].start()
             if self.aggapi:
                 import aggapi
 
@@ -523,6 +534,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --node: a GPU resource the device plugin advertises (repeatable)")
     parser.add_argument("--dra-gpus", type=int, default=0, metavar="N",
                         help="with --node: the DRA driver gpu.cozyrender.io publishing N devices, and its DeviceClass")
+    parser.add_argument("--nodes", type=int, default=1, metavar="N",
+                        help="with --node: N nodes, the extra ones without GPUs (node.py)")
     parser.add_argument("--aggapi", action="store_true",
                         help="with --node: apps.cozystack.io served by the aggregated API server in a pod "
                              "(tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs")
@@ -549,11 +562,12 @@ def main(argv: list[str] | None = None) -> int:
         plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas, flux=args.flux,
                              webhook_args=("--flux-injection",) if args.flux else (),
                              flux_injection=False if args.flux else None, node=args.node, gpus=gpus,
-                             aggapi=args.aggapi, dra_gpus=args.dra_gpus).start()
+                             aggapi=args.aggapi, dra_gpus=args.dra_gpus, nodes=args.nodes).start()
     except (ClusterError, RuntimeError) as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1
-    where = f"pods on node {plane.node.bridge} {plane.node.gateway}/24" if plane.node else "local processes"
+    where = (", ".join(f"pods on node {n.name} {n.bridge} {n.gateway}/24" for n in (plane.node, *plane.extra_nodes))
+             if plane.node else "local processes")
     print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s) ({where})")
     if plane.aggapi:
         print("cluster: apps.cozystack.io served by the aggregated API server cozy-system/cozystack-api (tools/aggapi)")

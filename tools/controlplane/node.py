@@ -27,10 +27,22 @@
   `enable_cdi` in 1.7): on such a node runc is called through tools/node/cdi_runc.py, a
   stand-in for that step, which adds the CDI specs' env edits of the pod's prepared claims.
 
+`Node(plane, index=1)` (the plane's `nodes=2`) is a second node, `cozyrender-node-2` in
+<plane>/node-2, for what needs somewhere to move pods (a drain): no GPUs (no device plugin, no
+DRA driver), its own bridge and subnet, containerd, kubelet (certificates, port, cgroup root),
+the first node's scheduler and API server forward (its pods get a route to that address). Its
+containerd and kubelet run in a mount namespace of their own (a holder process from `unshare
+--mount --propagation slave`, the two started through `nsenter --mount`) with private folders
+bind-mounted over the kubelet's machine-wide paths: /var/lib/kubelet/device-plugins (a
+kubelet's device manager deletes every socket there on start, the first node's device plugin's
+included) and /var/log/pods, /var/log/containers (a kubelet's garbage collection removes the
+log folders of pods it does not know). Its mounts go with the namespace.
+
 What the kubelet changes on the machine is put back by `cleanup`: the kernel tunables a kubelet
 sets (vm.overcommit_memory, kernel.panic, kernel.panic_on_oops), its cgroups, the pods' network
-namespaces and mounts, the bridge. Only one node runs on a machine at a time: the kubelet's
-device plugin socket is /var/lib/kubelet/device-plugins/kubelet.sock whatever its root folder.
+namespaces and mounts, the bridge, an extra node's mount namespace. Only one plane's nodes run on
+a machine at a time: the first node's device plugin socket is
+/var/lib/kubelet/device-plugins/kubelet.sock whatever its root folder.
 """
 
 from __future__ import annotations
@@ -101,9 +113,17 @@ def pick_subnet() -> int:
 
 class Node:
     def __init__(self, plane, gpus: dict[str, int] | None = None, images: tuple[Path, ...] = (),
-                 dra_gpus: int = 0) -> None:
+                 dra_gpus: int = 0, index: int = 0) -> None:
         self.plane = plane
-        self.dir = plane.dir / "node"
+        # index 0: the plane's node, `cozyrender-node` in <plane>/node; index i > 0: an extra node
+        # `cozyrender-node-<i+1>` in <plane>/node-<i+1>, without GPUs, in a mount namespace of its own.
+        self.index = index
+        self.name = NODE_NAME if index == 0 else f"{NODE_NAME}-{index + 1}"
+        self.dir = plane.dir / ("node" if index == 0 else f"node-{index + 1}")
+        self.prefix = "" if index == 0 else f"node-{index + 1}-"  # of its process names and ports
+        self.mount_holder = 0  # an extra node: the process holding its mount namespace
+        if index and (gpus or dra_gpus):
+            raise NodeError("an extra node has no GPUs: no device plugin, no DRA driver")
         self.gpus = dict(gpus or {})
         self.dra_gpus = dra_gpus  # devices the DRA driver publishes; 0: no DRA driver
         self.cdi_dir = self.dir / "cdi"
@@ -120,7 +140,8 @@ class Node:
 
     def _save(self, **extra) -> None:
         state = {"bridge": self.bridge, "cgroup": self.cgroup, "socket": str(self.socket),
-                 "runc_root": str(self.runc_root), "gateway": self.gateway, **extra}
+                 "runc_root": str(self.runc_root), "gateway": self.gateway, "name": self.name,
+                 "mount_holder": self.mount_holder, **extra}
         previous = self.dir / "node.json"
         if previous.exists():
             state = {**json.loads(previous.read_text()), **state}
@@ -136,17 +157,22 @@ class Node:
         for binary in ("kubelet", "kube-scheduler", *(("cozyrender-draplugin",) if self.dra_gpus else ())):
             if not (self.plane.bin / binary).exists():
                 raise NodeError(f"{self.plane.bin / binary} is missing: run `make node`")
-        self._claim_machine()
-        self._unmount_stale()
+        if self.index == 0:  # an extra node's plane holds the machine already
+            self._claim_machine()
+            self._unmount_stale()
         self.dir.mkdir(parents=True, exist_ok=True)
         tunables = {name: Path("/proc/sys", name).read_text().strip() for name in KERNEL_TUNABLES}
         self._save(tunables=tunables)
         self._network()
-        self._apiserver_forward()
+        if self.index == 0:
+            self._apiserver_forward()
+        else:
+            self._mount_namespace()
         self._containerd()
         self._import_images()
         self._kubelet()
-        self._scheduler()
+        if self.index == 0:
+            self._scheduler()
         if self.gpus:
             self._device_plugin()
         if self.dra_gpus:
@@ -184,6 +210,32 @@ class Node:
         for mount in sorted(stale, key=len, reverse=True):
             subprocess.run(["umount", "-l", mount], capture_output=True)
 
+    def _mount_namespace(self) -> None:
+        """An extra node's mount namespace: a holder process (`unshare --mount --propagation slave`)
+        with private folders bind-mounted over the kubelet's machine-wide paths: the device-plugin
+        folder (a kubelet's device manager deletes every socket there on start, the first node's
+        device plugin's included) and the pod log folders (a kubelet's garbage collection removes
+        the log folders of pods it does not know: the other node's). Its containerd and kubelet
+        run in it (`nsenter --mount`); what they mount stays in it and goes with it."""
+        script = []
+        for shared, private in ((DEVICE_PLUGIN_DIR, "device-plugins"), (Path("/var/log/pods"), "log-pods"),
+                                (Path("/var/log/containers"), "log-containers")):
+            shared.mkdir(parents=True, exist_ok=True)
+            (self.dir / private).mkdir(exist_ok=True)
+            script.append(f"mount --bind {shlex.quote(str(self.dir / private))} {shlex.quote(str(shared))}")
+        mounted = self.dir / "mounts-ready"
+        script += [f"touch {shlex.quote(str(mounted))}", "exec sleep infinity"]
+        name = f"{self.prefix}mounts"
+        self.plane._spawn(name, ["unshare", "--mount", "--propagation", "slave", "sh", "-ec", " && ".join(script)])
+        self.mount_holder = self.plane.pids[name]
+        self._save()
+        self.plane._wait(f"{self.name}'s mount namespace", mounted.exists, 30)
+        self._save(mount_namespace=os.stat(f"/proc/{self.mount_holder}/ns/mnt").st_ino)
+
+    def _in_namespace(self, argv: list[str]) -> list[str]:
+        """`argv` run in the node's mount namespace (an extra node's), or as it is."""
+        return ["nsenter", f"--mount=/proc/{self.mount_holder}/ns/mnt", *argv] if self.mount_holder else argv
+
     def _network(self) -> None:
         _run(["ip", "link", "add", self.bridge, "type", "bridge"])
         _run(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge])
@@ -197,8 +249,10 @@ class Node:
                  "ipam": {"type": "host-local", "dataDir": str(self.dir / "cni" / "ipam"),
                           "ranges": [[{"subnet": f"10.250.{self.subnet_octet}.0/24",
                                        "gateway": self.gateway}]],
-                          # Only the pod network itself: nothing routes a pod elsewhere.
-                          "routes": [{"dst": f"10.250.{self.subnet_octet}.0/24"}]}},
+                          # Only the pod network itself (and, on an extra node, the first
+                          # node's gateway: the API server's forward): nothing routes a pod elsewhere.
+                          "routes": [{"dst": f"10.250.{self.subnet_octet}.0/24"},
+                                     *([{"dst": f"{self.plane.node.gateway}/32"}] if self.index else [])]}},
                 {"type": "loopback"},
             ],
         }, indent=2))
@@ -255,8 +309,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   conf_dir = "{self.dir / 'cni' / 'net.d'}"
 """
         (root / "config.toml").write_text(config)
-        self.plane._spawn("containerd", ["containerd", "--config", str(root / "config.toml")])
-        self.plane._wait("containerd", lambda: self.ctr("version", check=False).returncode == 0, 60)
+        self.plane._spawn(f"{self.prefix}containerd",
+                          self._in_namespace(["containerd", "--config", str(root / "config.toml")]))
+        self.plane._wait(f"{self.prefix}containerd", lambda: self.ctr("version", check=False).returncode == 0, 60)
 
     def _cdi_runtime(self, runc: str) -> Path:
         """runc behind tools/node/cdi_runc.py (containerd's BinaryName takes no arguments)."""
@@ -280,11 +335,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
         plane = self.plane
         pki = plane.pki
-        kubelet_client = plane.ca.issue("kubelet-client", f"system:node:{NODE_NAME}",
+        kubelet_client = plane.ca.issue(f"{self.prefix}kubelet-client", f"system:node:{self.name}",
                                         organizations=("system:nodes",), client=True)
-        serving = plane.ca.issue("kubelet-serving", NODE_NAME, server_names=(self.gateway, "127.0.0.1", NODE_NAME))
+        serving = plane.ca.issue(f"{self.prefix}kubelet-serving", self.name,
+                                 server_names=(self.gateway, "127.0.0.1", self.name))
         kubeconfig = self.dir / "kubelet-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, pki / "ca.crt", *kubelet_client, NODE_NAME)))
+        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, pki / "ca.crt", *kubelet_client, self.name)))
         for hierarchy in self._cgroup_hierarchies():
             path = hierarchy / self.cgroup
             path.mkdir(exist_ok=True)
@@ -292,7 +348,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                 for name in ("cpuset.cpus", "cpuset.mems"):
                     (path / name).write_text((hierarchy / name).read_text())
         port, healthz = free_port(), free_port()
-        plane.ports.update(kubelet=port, kubelet_healthz=healthz)
+        plane.ports.update({f"{self.prefix}kubelet": port, f"{self.prefix}kubelet_healthz": healthz})
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
             # This machine's cgroups are a v1/v2 hybrid; a 1.35 kubelet refuses v1 unless told.
@@ -324,12 +380,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         }
         config_file = self.dir / "kubelet-config.yaml"
         config_file.write_text(yaml.safe_dump(config))
-        plane._spawn("kubelet", [
+        plane._spawn(f"{self.prefix}kubelet", self._in_namespace([
             str(plane.bin / "kubelet"), f"--config={config_file}", f"--kubeconfig={kubeconfig}",
             f"--root-dir={self.dir / 'kubelet'}", f"--cert-dir={self.dir / 'kubelet-pki'}",
-            f"--hostname-override={NODE_NAME}", f"--node-ip={self.gateway}",
+            f"--hostname-override={self.name}", f"--node-ip={self.gateway}",
             f"--node-labels=cozyrender.io/test-node=true", "--v=1",
-        ])
+        ]))
 
     def _scheduler(self) -> None:
         from cluster import _kubeconfig, free_port
@@ -363,7 +419,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", *cert, DRA_IDENTITY)))
         kubelet_root = self.dir / "kubelet"
         plane._spawn("draplugin", [
-            str(plane.bin / "cozyrender-draplugin"), f"--node-name={NODE_NAME}", f"--kubeconfig={kubeconfig}",
+            str(plane.bin / "cozyrender-draplugin"), f"--node-name={self.name}", f"--kubeconfig={kubeconfig}",
             f"--devices={self.dra_gpus}", "--model=A100", "--memory=40Gi",
             f"--registry-dir={kubelet_root / 'plugins_registry'}",
             f"--plugin-dir={kubelet_root / 'plugins' / DRA_DRIVER}", f"--cdi-dir={self.cdi_dir}",
@@ -372,7 +428,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def resource_slices(self) -> list[dict]:
         """The driver's ResourceSlices for this node."""
         listed = self.plane.kubectl("get", "resourceslices", "-o", "json",
-                                    f"--field-selector=spec.nodeName={NODE_NAME},spec.driver={DRA_DRIVER}")
+                                    f"--field-selector=spec.nodeName={self.name},spec.driver={DRA_DRIVER}")
         return json.loads(listed.stdout)["items"]
 
     def wait_resource_slice(self, timeout: float = 60) -> None:
@@ -453,7 +509,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         return _run(argv, check=check, timeout=timeout, env=self.helm_env())
 
     def node(self) -> dict | None:
-        result = self.plane.kubectl("get", "node", NODE_NAME, "-o", "json", check=False)
+        result = self.plane.kubectl("get", "node", self.name, "-o", "json", check=False)
         return json.loads(result.stdout) if result.returncode == 0 else None
 
     def wait_ready(self, timeout: float = 180) -> None:
@@ -466,7 +522,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             taints = [t for t in node["spec"].get("taints", []) if t.get("effect") in ("NoSchedule", "NoExecute")]
             return (conditions.get("Ready") == "True" and not taints
                     and all(allocatable.get(name) == str(count) for name, count in self.gpus.items()))
-        self.plane._wait(f"node {NODE_NAME} Ready", ready, timeout)
+        self.plane._wait(f"node {self.name} Ready", ready, timeout)
 
     def _cgroup_hierarchies(self) -> list[Path]:
         return [path for path in sorted(CGROUP_ROOT.iterdir()) if (path / "cgroup.procs").exists()]
@@ -514,12 +570,19 @@ def release_machine(directory: Path) -> None:
 
 
 def cleanup(directory: Path) -> None:
-    """Remove what a node in `directory` left on the machine (its processes are gone or going)."""
-    state_file = Path(directory) / "node" / "node.json"
+    """Remove what the nodes of the plane in `directory` left on the machine (its processes are
+    gone or going): the extra nodes (node-2, ...) first, the plane's node last."""
     release_machine(directory)
+    for node_dir in (*sorted(Path(directory).glob("node-*/")), Path(directory) / "node"):
+        _cleanup_node(node_dir)
+
+
+def _cleanup_node(node_dir: Path) -> None:
+    state_file = node_dir / "node.json"
     if not state_file.exists():
         return
     state = json.loads(state_file.read_text())
+    holder = state.get("mount_holder", 0)
     runc_root = Path(state["runc_root"]) / "k8s.io"
     netns_inodes = set()
     if runc_root.exists():
@@ -546,9 +609,17 @@ def cleanup(directory: Path) -> None:
                     path.unlink()
             except OSError:
                 pass
-    node_dir = str(Path(directory).resolve() / "node")
+    if holder:
+        # An extra node: its mounts are in its own namespace, which goes with the holder (and the
+        # kubelet, containerd and shims, gone above or by the plane's stop).
+        try:
+            if os.stat(f"/proc/{holder}/ns/mnt").st_ino == state.get("mount_namespace"):
+                os.kill(holder, signal.SIGKILL)
+        except OSError:
+            pass
+    node_dir = str(node_dir.resolve())
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    for mount in sorted((m for m in mounts if m.startswith(node_dir)), key=len, reverse=True):
+    for mount in sorted((m for m in mounts if m == node_dir or m.startswith(f"{node_dir}/")), key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True)
     _run(["ip", "link", "del", state["bridge"]], check=False)
     for hierarchy in sorted(CGROUP_ROOT.iterdir()):
@@ -558,7 +629,8 @@ def cleanup(directory: Path) -> None:
                 _rmdir_cgroup(path)
             _rmdir_cgroup(top)
     # The kubelet's device checkpoint too: a later kubelet would trust its stale allocations.
-    for name in ("kubelet.sock", "kubelet_internal_checkpoint", *(p.name for p in DEVICE_PLUGIN_DIR.glob("cozyrender-*.sock"))):
+    # (An extra node's were in its private folder.)
+    for name in () if holder else ("kubelet.sock", "kubelet_internal_checkpoint", *(p.name for p in DEVICE_PLUGIN_DIR.glob("cozyrender-*.sock"))):
         try:
             (DEVICE_PLUGIN_DIR / name).unlink()
         except OSError:
