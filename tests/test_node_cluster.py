@@ -100,8 +100,32 @@ def wait_for(what: str, probe, timeout: float = 180.0):
 def make_tenant(api: KubeAPI, name: str, quotas: dict) -> str:
     """test_webhook_live.make_tenant: one create, admitted at once. The 90 s of retries this
     once had (Tenant creates answered 500 for about a minute after the rolling updates) hid
-    the ghost reservations of issue 34; a refusal now fails the test."""
-    return test_webhook_live.make_tenant(api, name, quotas)
+    the ghost reservations of issue 34; a refusal now fails the test, with what each webhook
+    pod's ledger metrics and log say."""
+    try:
+        return test_webhook_live.make_tenant(api, name, quotas)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{_webhook_evidence(api.plane)}") from None
+
+
+def _webhook_evidence(plane) -> str:
+    """Each webhook pod's ledger and decision metrics and the end of its log (for a failure)."""
+    lines = []
+    for pod in webhook_pods(plane):
+        ip = pod["status"].get("podIP")
+        lines.append(f"-- {pod['metadata']['name']} {ip} ready={ready(pod)}")
+        try:
+            context = ssl.create_default_context(cafile=str(plane.pki / "ca.crt"))
+            context.check_hostname = False
+            text = urllib.request.urlopen(f"https://{ip}:8443/metrics", context=context, timeout=10).read().decode()
+            lines += [line for line in text.splitlines() if not line.startswith("#") and any(
+                word in line for word in ("ledger_seconds_sum", "ledger_seconds_count", "ledger_conflicts_total",
+                                          "decisions_total", "decision_seconds_sum", "watch_lag_seconds_sum"))]
+        except OSError as problem:
+            lines.append(f"metrics: {problem}")
+        logs = plane.kubectl("-n", NAMESPACE, "logs", pod["metadata"]["name"], "--tail=15", check=False)
+        lines.append(logs.stdout[-3000:] + logs.stderr[-500:])
+    return "\n".join(lines)
 
 
 def plane_nodes(plane) -> dict:

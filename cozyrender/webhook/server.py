@@ -338,6 +338,9 @@ class _Handler(BaseHTTPRequestHandler):
     arrived = 0.0  # when the request being answered reached this host (time.monotonic())
 
     def setup(self) -> None:
+        # The earliest a first request can have arrived (a bound for one the TLS layer read
+        # with the handshake, which no kernel timestamp then covers).
+        self.arrived = time.monotonic()
         super().setup()
         self.connection.settimeout(self.server.request_timeout)
         if isinstance(self.connection, ssl.SSLSocket):
@@ -362,7 +365,7 @@ class _Handler(BaseHTTPRequestHandler):
             started = self.rfile.peek(1)  # or bytes read past the last request
         except (OSError, ValueError):  # nothing yet (under TLS, a "want read")
             started = b""
-        if started and arrived is None:  # sent with the last request (pipelined): no later than it
+        if started and arrived is None:  # read with the handshake or the last request: no later than it
             arrived = self.arrived
         self.connection.settimeout(self.server.idle_timeout)
         if not started:
