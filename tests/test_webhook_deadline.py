@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import ssl
 import threading
 from pathlib import Path
@@ -109,6 +110,7 @@ def test_a_ledger_slower_than_the_deadline_refuses_and_writes_nothing() -> None:
     assert out["allowed"] is False and out["status"]["code"] == 500
     assert "was not decided within the API server's timeout for this webhook (10 s" in out["status"]["message"]
     assert "nothing was reserved" in out["status"]["message"]
+    assert re.search(r"\(\d+\.\d\d s since it arrived; reads 9\.\d\d s\)", out["status"]["message"]), out
     assert store.entries() == [] and store.writes == 0
 
 

@@ -673,12 +673,21 @@ class Arbiter:
                 if not lock[1]:
                     del self._turns[shard]
 
-    def _late(self, review: admission.Review, limit: deadlines.Deadline, written: Iterable[str]) -> dict:
-        """The refusal of a decision the deadline overtook; what it wrote is released."""
+    def _late(self, review: admission.Review, limit: deadlines.Deadline, written: Iterable[str],
+              spent: Mapping[str, float] | None = None) -> dict:
+        """The refusal of a decision the deadline overtook, saying where the time went (`spent`:
+        seconds by step, the rest before the ledger: the request's wait and reading, the
+        checks); what it wrote is released."""
         self._release(written, review.uid)
+        where = ""
+        if spent is not None:
+            used = limit.timeout - deadlines.margin(limit.timeout) + (self.monotonic() - limit.at)
+            steps = ", ".join(f"{step} {value:g}" if step == "conflicts" else f"{step} {value:.2f} s"
+                              for step, value in spent.items() if value)
+            where = f" ({used:.2f} s since it arrived" + (f"; {steps}" if steps else "") + ")"
         return admission.cannot_decide(review, review.uid, f"{review.display()} was not decided within "
-                                       f"{limit.said()}: the reservation ledger answered too slowly or was "
-                                       "contended; nothing was reserved; try again")
+                                       f"{limit.said()}{where}: the reservation ledger answered too slowly or "
+                                       "was contended; nothing was reserved; try again")
 
     def _reserve_in_turn(self, review: admission.Review, obj: dict, old: dict | None,
                          limit: deadlines.Deadline) -> dict:
@@ -688,18 +697,22 @@ class Arbiter:
                                     f"rules read take more than {MAX_ENTRY_BYTES} bytes", admission.INVALID, review)
         written: set[str] = set()  # shards holding this request's entry from an earlier try
         touching = ""
+        spent = {"reads": 0.0, "sifting": 0.0, "writes": 0.0, "conflicts": 0.0}
         try:
             while True:
                 if limit.expired():
-                    return self._late(review, limit, written)
+                    return self._late(review, limit, written, spent)
                 read: dict[str, tuple[list[Entry], object]] = {}
                 wanted = self._judge(review, obj, old, [])[1]
                 while True:
                     for shard in sorted(wanted - read.keys(), key=shard_order):
-                        started = time.perf_counter()
+                        started, clock = time.perf_counter(), self.monotonic()
                         read[shard] = self.ledger.read(shard, timeout=limit.remaining())
+                        spent["reads"] += self.monotonic() - clock
                         self.metrics.ledger_seconds.labels("read").observe(time.perf_counter() - started)
+                    clock = self.monotonic()
                     kept, live = self._sift(read, entry.identity, review.uid, limit)
+                    spent["sifting"] += self.monotonic() - clock
                     decision, needed = self._judge(review, obj, old, live)
                     if needed <= read.keys():
                         break
@@ -716,19 +729,24 @@ class Arbiter:
                 try:
                     for shard in sorted(read, key=shard_order):
                         if limit.expired():
-                            return self._late(review, limit, written)
-                        started = time.perf_counter()
+                            return self._late(review, limit, written, spent)
+                        started, clock = time.perf_counter(), self.monotonic()
                         touching = shard
-                        self.ledger.write(shard, mine[shard] + [entry], read[shard][1], timeout=limit.remaining())
+                        try:
+                            self.ledger.write(shard, mine[shard] + [entry], read[shard][1],
+                                              timeout=limit.remaining())
+                        finally:
+                            spent["writes"] += self.monotonic() - clock
                         written.add(shard)
                         touching = ""
                         self.metrics.ledger_seconds.labels("write").observe(time.perf_counter() - started)
                     if limit.expired():  # answered too late: the API server has refused it already
-                        return self._late(review, limit, written)
+                        return self._late(review, limit, written, spent)
                     self.metrics.ledger_writes.inc()
                     return admission.answer(review, decision)
                 except Conflict:
                     touching = ""
+                    spent["conflicts"] += 1
                     self.metrics.ledger_conflicts.inc()
                     entry = self._entry(review, obj)
         except LedgerError:
