@@ -174,7 +174,8 @@ def test_closing_closes_idle_connections_itself_and_answers_the_active_ones(tmp_
         assert entered.wait(30)  # the slow request is being answered (not the first one's count, not yet gone)
         server.shutdown()
         thread.join(10)
-        closing = threading.Thread(target=lambda: answers.append(server.close_gracefully(10)))
+        finished: list = []
+        closing = threading.Thread(target=lambda: finished.append(server.close_gracefully(10)))
         closing.start()
         idle.sock.settimeout(10)
         assert idle.sock.recv(1) == b""  # the server closed the idle connection: end of stream
@@ -182,9 +183,9 @@ def test_closing_closes_idle_connections_itself_and_answers_the_active_ones(tmp_
         release.set()
         in_flight.join(10)
         closing.join(10)
-        (connection, answer), finished = answers
+        [(connection, answer)] = answers
         assert connection == "close" and answer["response"]["uid"] == "slow" and answer["response"]["allowed"]
-        assert finished is True and server.open_connections() == 0
+        assert finished == [True] and server.open_connections() == 0
     finally:
         release.set()
         server.server_close()
