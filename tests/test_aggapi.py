@@ -46,8 +46,14 @@ class Server:
         self.context.load_cert_chain(*(str(p) for p in plane.admin_cert))
 
     def ready(self) -> bool:
+        """/readyz, and the caller's certificate recognised: /readyz is open to anyone (always
+        allowed), while the client CA of delegated authentication is loaded from kube-apiserver's
+        `extension-apiserver-authentication` ConfigMap a moment later (before it, the admin is
+        anonymous and gets 403: the test run at 18:40 saw it)."""
         with urllib.request.urlopen(self.url + "/readyz", context=self.context, timeout=5) as response:
-            return response.status == 200
+            if response.status != 200:
+                return False
+        return self.request("GET", "/apis")[0] == 200
 
     def request(self, method: str, path: str, body: object = None) -> tuple[int, dict]:
         request = urllib.request.Request(self.url + path, method=method,
