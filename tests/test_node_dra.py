@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
 sys.path.insert(0, str(ROOT / "tools" / "image"))
 
 import build  # noqa: E402
+from test_node_cluster import kubectl_json, wait_for  # noqa: E402
 from node import DRA_DRIVER, NODE_NAME  # noqa: E402
 
 NAMESPACE = "dra-test"
@@ -49,17 +49,7 @@ def plane(tmp_path_factory):
 
 
 def get(plane, *args: str) -> dict:
-    return json.loads(plane.kubectl("get", *args, "-o", "json").stdout)
-
-
-def wait_for(what: str, probe, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
-        time.sleep(0.5)
+    return kubectl_json(plane, "get", *args)
 
 
 def test_the_driver_publishes_the_nodes_gpus_in_a_resource_slice(plane):
@@ -95,7 +85,7 @@ def test_a_claim_is_allocated_by_the_scheduler_prepared_through_the_plugin_and_u
     checkpoint = plane.node.dir / "kubelet" / "dra_manager_state"
     plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List", "items": claim_and_pod()}))
     wait_for("the pod Running", lambda: get(plane, "-n", NAMESPACE, "pod", "uses-gpu")["status"].get("phase")
-             == "Running")
+             == "Running", 120)
     claim = get(plane, "-n", NAMESPACE, "resourceclaim", "one-gpu")
     pod = get(plane, "-n", NAMESPACE, "pod", "uses-gpu")
     allocation = claim["status"]["allocation"]
