@@ -330,19 +330,24 @@ def _declares_differently(versions: list[dict], stored: Mapping | None) -> bool:
     return len(set(keys)) > 1
 
 
-def _bears_on(state, tenant: Mapping, anchor: str, pools: set[str], held: Callable[[], Iterable[str]]) -> bool:
+def _bears_on(state, tenant: Mapping, anchor: str, pools: set[str], held: Callable[[], Iterable[str]],
+              root: str | None = None) -> bool:
     """Whether which keys a pending Tenant declares can change the decision
     of a write at `anchor` (whose chain of pool roots is `pools`): the write
     is in its subtree, or its subtree holds something (`held()`: namespaces
     with reservations, tenants or usage, walked only when the pools meet)
-    counted in a pool the write is charged to."""
+    counted in a pool the write is charged to. `root`: the namespace of a
+    Tenant being written, a pool root once written though the view may not
+    hold it as one yet (a pending sub-tenant that escapes its keys takes its
+    subtree's devices out of that pool)."""
     owned = _owned_namespace(tenant)
     if owned is None:
         return False
     if is_within(anchor, owned):
         return True
     parent = parent_namespace(owned)
-    return bool(pools.intersection(chain(state, parent))) and any(is_within(namespace, owned) for namespace in held())
+    meets = bool(pools.intersection(chain(state, parent))) or (root is not None and is_within(parent, root))
+    return meets and any(is_within(namespace, owned) for namespace in held())
 
 
 def _owned_namespace(tenant: Mapping) -> str | None:
@@ -919,7 +924,8 @@ class Arbiter:
             for versions in pending.values():
                 stored = self.index.get(versions[0])
                 if versions[0]["kind"] == "Tenant" and _declares_differently(versions, stored) \
-                        and _bears_on(state, versions[0], anchor, pools, held):
+                        and _bears_on(state, versions[0], anchor, pools, held,
+                                      anchor if obj.get("kind") == "Tenant" else None):
                     choices.append([None] + versions)  # None: as the watched view holds it
                 else:
                     fixed.append(effective(versions, stored, anchor))
