@@ -68,7 +68,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(apiserver, tmp_path_factory):
-    from cluster import free_port
+    from common import free_port
 
     if not BINARY.exists():
         pytest.fail(f"{BINARY} is missing: run `make aggapi`")

@@ -177,7 +177,7 @@ def read_key(plane):
 
 
 def test_prometheus_scrapes_the_pods_through_the_charts_servicemonitor(plane, api, tmp_path):
-    from cluster import free_port
+    from common import free_port
 
     prometheus_binary = Path("/usr/bin/prometheus")
     k8s_sd = plane.bin / "cozyrender-k8s-sd"

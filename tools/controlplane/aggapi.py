@@ -33,6 +33,8 @@ from pathlib import Path
 
 import yaml
 
+from common import free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 NAMESPACE = "cozy-system"
@@ -196,7 +198,6 @@ def install(plane, timeout: float = 180) -> None:
         raise AggAPIError("the aggregated server runs as a pod: start the plane with node=True")
     if not image().exists():
         raise AggAPIError(f"{image()} is missing: run `make aggapi`")
-    from cluster import free_port
 
     node.ctr("images", "import", str(image()))
     service = f"{NAME}.{NAMESPACE}.svc"

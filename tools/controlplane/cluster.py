@@ -39,7 +39,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -54,6 +53,7 @@ REPO = HERE.parent.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from common import ClusterError, client_kubeconfig, free_port  # noqa: E402
 from pki import CA, service_account_keys  # noqa: E402
 
 DEFAULT_BIN = REPO / ".cache" / "bin"
@@ -72,25 +72,6 @@ CRDS = (GPUCLASS_CRD, APPS_STANDIN_CRDS, KUBEVIRT_CRDS)
 CHART_KINDS_APPLIED = frozenset({
     "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap",
 })
-
-
-class ClusterError(RuntimeError):
-    pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict:
-    return {
-        "apiVersion": "v1", "kind": "Config", "current-context": "cozyrender-test",
-        "clusters": [{"name": "cozyrender-test", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-        "contexts": [{"name": "cozyrender-test", "context": {"cluster": "cozyrender-test", "user": user}}],
-    }
 
 
 class ControlPlane:
@@ -300,10 +281,10 @@ class ControlPlane:
             *self._aggregator_args(),
             f"--cert-dir={self.pki}", "--profiling=false", "--v=1",
         ])
-        kubeconfig = _kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
+        kubeconfig = client_kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
         self.kubeconfig.write_text(yaml.safe_dump(kubeconfig))
         self.webhook_kubeconfig.write_text(yaml.safe_dump(
-            _kubeconfig(self.server, self.pki / "ca.crt", *self.webhook_client_cert, WEBHOOK_ACCOUNT)))
+            client_kubeconfig(self.server, self.pki / "ca.crt", *self.webhook_client_cert, WEBHOOK_ACCOUNT)))
         self._save()
         self._wait("kube-apiserver", lambda: self._https_ok(f"{self.server}/readyz", *self.admin_cert), 90)
 
@@ -317,7 +298,7 @@ class ControlPlane:
 
     def _start_controller_manager(self) -> None:
         kubeconfig = self.dir / "controller-manager-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(
+        kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(
             self.server, self.pki / "ca.crt", *self.controller_manager_cert, "system:kube-controller-manager")))
         self._spawn("kube-controller-manager", [
             str(self.bin / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",

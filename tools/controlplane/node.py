@@ -61,6 +61,8 @@ from pathlib import Path
 
 import yaml
 
+from common import client_kubeconfig, free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 NODE_NAME = "cozyrender-node"
@@ -258,7 +260,6 @@ class Node:
         }, indent=2))
 
     def _apiserver_forward(self) -> None:
-        from cluster import free_port
 
         self.apiserver_port = free_port()
         self.plane._spawn("node-apiserver-forward", [
@@ -331,7 +332,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             self.ctr("images", "import", str(archive))
 
     def _kubelet(self) -> None:
-        from cluster import _kubeconfig, free_port
 
         plane = self.plane
         pki = plane.pki
@@ -340,7 +340,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         serving = plane.ca.issue(f"{self.prefix}kubelet-serving", self.name,
                                  server_names=(self.gateway, "127.0.0.1", self.name))
         kubeconfig = self.dir / "kubelet-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, pki / "ca.crt", *kubelet_client, self.name)))
+        kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(plane.server, pki / "ca.crt", *kubelet_client, self.name)))
         for hierarchy in self._cgroup_hierarchies():
             path = hierarchy / self.cgroup
             path.mkdir(exist_ok=True)
@@ -388,12 +388,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         ]))
 
     def _scheduler(self) -> None:
-        from cluster import _kubeconfig, free_port
 
         plane = self.plane
         cert = plane.ca.issue("scheduler", "system:kube-scheduler", client=True)
         kubeconfig = self.dir / "scheduler-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", *cert,
+        kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(plane.server, plane.pki / "ca.crt", *cert,
                                                          "system:kube-scheduler")))
         plane._spawn("kube-scheduler", [
             str(plane.bin / "kube-scheduler"), f"--kubeconfig={kubeconfig}",
@@ -409,14 +408,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def _dra_plugin(self) -> None:
         """The DeviceClass and the driver's RBAC (what a driver's ServiceAccount is given), then the
         driver with a client certificate of its own."""
-        from cluster import _kubeconfig
 
         plane = self.plane
         plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                            "items": dra_objects()}))
         cert = plane.ca.issue("draplugin", DRA_IDENTITY, client=True)
         kubeconfig = self.dir / "draplugin-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", *cert, DRA_IDENTITY)))
+        kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(plane.server, plane.pki / "ca.crt", *cert, DRA_IDENTITY)))
         kubelet_root = self.dir / "kubelet"
         plane._spawn("draplugin", [
             str(plane.bin / "cozyrender-draplugin"), f"--node-name={self.name}", f"--kubeconfig={kubeconfig}",
