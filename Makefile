@@ -117,7 +117,7 @@ $(DIST)/cert-manager-controller-image/index.json: $(BIN)/cert-manager-controller
 # cozyrender's stand-in for cozystack-api (tools/aggapi): an aggregated API server on
 # k8s.io/apiserver v0.35.4 serving apps.cozystack.io, and its image
 # dist/cozystack-apps-apiserver-image{/,.tar} (tools/image/build.py: the one binary).
-# `make cluster AGGAPI=1` runs it on the node instead of the stand-in CRDs. Built as
+# `make cluster` runs it on the node (no stand-in CRDs there). Built as
 # kube-apiserver is (cgo on, -trimpath), with its dependencies at the versions
 # tools/controlplane/kubernetes resolves, so every package it shares with kube-apiserver comes
 # from the Go build cache; linked statically (the image holds no libc; glibc's linker warns
@@ -137,15 +137,15 @@ $(DIST)/cozystack-apps-apiserver-image/index.json: $(BIN)/cozystack-apps-apiserv
 # a node (containerd, kubelet, kube-scheduler, CNI bridge, device plugin advertising 4
 # nvidia.com/GA100) and the webhook chart installed by Helm 4 with two pods from the image.
 # Needs root (the node: cgroups, a bridge, mounts); see docs/guides/install.md.
-# `make cluster AGGAPI=1` serves apps.cozystack.io from the aggregated API server in a pod
-# (tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs.
+# apps.cozystack.io is served as on Cozystack, by an aggregated API server in a pod (tools/aggapi,
+# cozystack-api's stand-in; tools/controlplane/aggapi.py), which calls the webhook: no stand-in CRDs.
 # `make cluster FLUX=1` adds helm-controller, the Flux CRDs and the tenant chart as its
 # ExternalArtifact (docs/guides/flux-injection.md); `make cluster-injection-on|off` then do what
 # `helm upgrade --set fluxInjection=true|false` does to the chart's webhook configurations.
 CLUSTER_DIR ?= .cache/cluster
 CLUSTER_GPUS := --gpu nvidia.com/GA100=4 --dra-gpus 4
-cluster: venv binaries controlplane flux-controllers node image $(if $(AGGAPI),aggapi)
-	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node $(CLUSTER_GPUS) $(if $(FLUX),--flux) $(if $(AGGAPI),--aggapi)
+cluster: venv binaries controlplane flux-controllers node image aggapi
+	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node --aggapi $(CLUSTER_GPUS) $(if $(FLUX),--flux)
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
 cluster-injection-on cluster-injection-off: cluster-%:
