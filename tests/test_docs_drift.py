@@ -214,7 +214,7 @@ def test_every_file_the_docs_charts_and_package_cite_exists():
     """A path into the repository named in the docs, the charts (their comments
     included) or the package's docstrings and messages is a file that exists:
     `controller-rbac.yaml` once cited a page that was never written."""
-    sources = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
+    sources = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").rglob("*.md")),
                *sorted(p for p in (ROOT / "charts").rglob("*") if p.is_file()),
                *sorted((ROOT / "cozyrender").rglob("*.py"))]
     cited = [(str(path.relative_to(ROOT)), match.group(1)) for path in sources
@@ -235,3 +235,16 @@ def test_the_docs_name_the_ledger_as_it_is_kept():
     old = [(str(path.relative_to(ROOT)), line) for path in doc_files()
            for line in path.read_text(encoding="utf-8").split("\n\n") if "cozyrender-reservations" in line]
     assert all("earlier versions" in paragraph for _, paragraph in old), old
+
+
+def test_the_changelog_and_the_security_policy_link_what_exists():
+    """CHANGELOG.md and SECURITY.md sit outside the site: their links are held here."""
+    for page in ("CHANGELOG.md", "SECURITY.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        local = [link for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) if "://" not in link]
+        assert local and [link for link in local if not (ROOT / link).exists()] == [], page
+    security = (ROOT / "SECURITY.md").read_text(encoding="utf-8")
+    assert "docs/concepts/threat-model.md" in security
+    from cozyrender import __version__
+    major_minor = ".".join(__version__.split(".")[:2])
+    assert f"| {major_minor}.x " in security, "the supported versions name the version in the tree"
