@@ -147,3 +147,29 @@ def test_the_flux_objects_are_valid_against_the_flux_crds():
     assert repository["spec"]["url"].endswith("/charts/cozyrender-webhook")
     # The guide's `helm push` puts the chart where the OCIRepository reads it.
     assert "helm push dist/charts/cozyrender-webhook-0.2.0.tgz oci://<registry>/charts" in guide_text()
+
+
+def chart_version(name: str) -> str:
+    return str(yaml.safe_load((ROOT / "charts" / name / "Chart.yaml").read_text())["version"])
+
+
+@pytest.mark.parametrize("page", ["production-install.md", "cozystack-packaging.md"])
+def test_the_versions_the_pages_name_are_the_charts_and_the_images(page):
+    """Archive names, chart references and image tags follow Chart.yaml and
+    __version__ (tools/set_version.py moves those; these pages must follow)."""
+    from tests.test_version import source_version
+
+    text = (ROOT / "docs" / "guides" / page).read_text(encoding="utf-8")
+    named = []
+    for chart in ("tenant", "cozystack-basics", "cozyrender-webhook"):
+        for pattern in (rf"\b{chart}-(\d+\.\d+\.\d+)\.tgz", rf"`{chart}@(\d+\.\d+\.\d+)", rf"chart (?:name )?`{chart}`, version\s+(\d+\.\d+\.\d+)"):
+            named += [(chart, pattern, found) for found in re.findall(pattern, text)]
+            assert set(re.findall(pattern, text)) <= {chart_version(chart)}, (page, chart, pattern)
+    images = re.findall(r"cozyrender:(\d+\.\d+\.\d+)", text) + re.findall(r"cozyrender-(\d+\.\d+\.\d+)\b(?!\.tgz)", text)
+    assert set(images) <= {source_version()}, (page, images)
+    if page == "production-install.md":
+        webhook = chart_version("cozyrender-webhook")
+        assert set(re.findall(r"--version (\d+\.\d+\.\d+)", text)) == {webhook}
+        assert set(re.findall(r'semver: "(\d+\.\d+\.\d+)"', text)) == {webhook}
+        assert images
+    assert named, page
