@@ -1,5 +1,5 @@
-"""docs/guides/production-install.md cannot drift from what it installs
-(issue 33 item 7).
+"""docs/guides/production-install.md and docs/guides/cozystack-packaging.md
+cannot drift from what they install and name (issue 33 items 6 and 7).
 
 - The compatibility table names, for each part, the version pinned in the
   file it cites: each version is read from that file, not written here.
@@ -9,6 +9,9 @@
 - The Flux OCIRepository and HelmRelease it shows are valid against the Flux
   CRDs the test cluster installs (strict: no field the API server would
   prune).
+- The ExternalArtifact names the packaging page gives follow the naming rule
+  it states (Cozystack's `<source>-<variant>-<component>`, dots as dashes),
+  and the tenant one is the one the test cluster serves.
 """
 
 from __future__ import annotations
@@ -173,3 +176,26 @@ def test_the_versions_the_pages_name_are_the_charts_and_the_images(page):
         assert set(re.findall(r'semver: "(\d+\.\d+\.\d+)"', text)) == {webhook}
         assert images
     assert named, page
+
+
+def artifact_name(source: str, variant: str, component: str) -> str:
+    """Cozystack's ExternalArtifact name for a PackageSource's component, as the
+    packaging page states the rule (internal/operator/packagesource_reconciler.go@3c780acd)."""
+    return "-".join(part.replace(".", "-") for part in (source, variant, component))
+
+
+def test_the_artifact_names_follow_the_rule_the_page_states():
+    import importlib.util
+
+    text = (ROOT / "docs" / "guides" / "cozystack-packaging.md").read_text(encoding="utf-8")
+    assert "`<source>-<variant>-<component>`, with dots written as dashes" in text
+    tenant = artifact_name("cozystack.tenant-application", "default", "tenant")
+    basics = artifact_name("cozystack.cozystack-basics", "default", "cozystack-basics")
+    assert f"`{tenant}`" in text and f"`{basics}`" in text
+    for source in ("cozystack.tenant-application", "cozystack.cozystack-basics"):
+        assert f"`{source}`" in text
+    spec = importlib.util.spec_from_file_location("flux_plane", ROOT / "tools" / "controlplane" / "flux.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.ARTIFACT == tenant
+    assert f"`{tenant}`" in (ROOT / "docs" / "guides" / "flux-injection.md").read_text(encoding="utf-8")
