@@ -207,7 +207,7 @@ def test_the_docs_lead_with_reading_the_cluster():
 # Files the docs name that are not in a checkout: what `make dist` writes under dist/.
 OUTSIDE_CHECKOUT = {"charts/index.yaml"}  # dist/charts/index.yaml, the chart repository index
 CITED = re.compile(r"(?<![\w/.<>-])((?:docs|charts|cozyrender|tools|tests|examples|bench)/[\w./-]*[\w-]"
-                   r"\.(?:md|py|yaml|yml|go|json|txt|tpl))\b")
+                   r"\.(?:md|py|yaml|yml|go|json|txt|tpl))\b(?!@)")  # `path@commit`: another repository's file
 
 
 def test_every_file_the_docs_charts_and_package_cite_exists():
