@@ -9,6 +9,10 @@ cannot drift from what they install and name (issue 33 items 6 and 7).
 - The Flux OCIRepository and HelmRelease it shows are valid against the Flux
   CRDs the test cluster installs (strict: no field the API server would
   prune).
+- cozyrender's tenant chart with a library chart of cozy-lib's shape in its
+  `charts/` (as Cozystack's ArtifactGenerator assembles the tenant
+  component) renders exactly what it renders alone, over Cozystack's stored
+  value sets; the chart calls no `cozy-lib.*` template.
 - The ExternalArtifact names the packaging page gives follow the naming rule
   it states (Cozystack's `<source>-<variant>-<component>`, dots as dashes),
   and the tenant one is the one the test cluster serves.
@@ -200,3 +204,41 @@ def test_the_artifact_names_follow_the_rule_the_page_states():
     spec.loader.exec_module(module)
     assert module.ARTIFACT == tenant
     assert f"`{tenant}`" in (ROOT / "docs" / "guides" / "flux-injection.md").read_text(encoding="utf-8")
+
+
+# A stand-in of Cozystack's library/cozy-lib at 3c780acd, in its shape (a library
+# chart, values `{}`, a values schema with no properties, named templates only):
+# the library itself is not in this repository.
+COZY_LIB = {
+    "Chart.yaml": "apiVersion: v2\nname: cozy-lib\ndescription: Common Cozystack templates\ntype: library\n"
+                  "version: 0.0.0\n",
+    "values.yaml": "{}\n",
+    "values.schema.json": '{"title": "Chart Values", "type": "object", "properties": {}}\n',
+    "templates/_strings.tpl": '{{- define "cozy-lib.strings.standin" -}}{{ . | quote }}{{- end }}\n',
+}
+
+
+def test_the_tenant_chart_renders_the_same_with_cozy_lib_beside_it(helm4, tmp_path):
+    import shutil
+
+    from tests.test_chart_tenant_parity import header, reference_dirs
+
+    chart = ROOT / "charts" / "tenant"
+    assert not re.search(r"\bcozy-lib\.", "".join(p.read_text() for p in (chart / "templates").iterdir()))
+    assembled = tmp_path / "tenant"
+    shutil.copytree(chart, assembled)
+    for name, text in COZY_LIB.items():
+        (assembled / "charts" / "cozy-lib" / name).parent.mkdir(parents=True, exist_ok=True)
+        (assembled / "charts" / "cozy-lib" / name).write_text(text)
+    cases = [case for case in reference_dirs() if (case / "upstream.yaml").is_file()]
+    assert len(cases) > 40
+    for case in cases[::12]:  # a spread of the stored value sets, depth and API versions among them
+        release, namespace, api = header(case / "upstream.yaml")
+        outputs = []
+        for folder in (chart, assembled):
+            command = [str(helm4), "template", release, str(folder), "-n", namespace, "-f", str(case / "values.yaml"),
+                       *[a for version in api for a in ("--api-versions", version)]]
+            proc = subprocess.run(command, capture_output=True, text=True, timeout=120)
+            assert proc.returncode == 0, (case.name, proc.stderr)
+            outputs.append(proc.stdout)
+        assert outputs[0] == outputs[1], case.name
