@@ -9,7 +9,7 @@ reachable. The leader, on a direct path, stays Ready throughout.
 
 On the node (a pod whose `kubernetes` Service is not routed) this is the
 state the chart's controller pods were in while showing Ready; the node test
-(tests/test_node_controller.py) runs the pods as the chart deploys them."""
+(tests/node_controller_checks.py) runs the pods as the chart deploys them."""
 
 from __future__ import annotations
 

@@ -905,12 +905,23 @@ def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_fail
     wait_for(f"the write refused by the reinstalled webhook ({answers[-1:]})", refused, 30)
 
 
-# The aggregated server's own tests, on this plane (tests/node_aggapi_checks.py). Imported last:
-# the one that takes the server's client certificate away and gives it back runs after the others.
+# The aggregated server's own tests, on this plane (tests/node_aggapi_checks.py). The one that
+# takes the server's client certificate away and gives it back runs after the others.
 from node_aggapi_checks import (  # noqa: E402,F401
     test_a_spec_against_the_kinds_schema_is_refused_by_the_aggregated_server,
     test_a_tenant_and_a_vm_within_the_budget_are_admitted_and_stored_under_its_etcd_prefix,
     test_a_vm_past_the_budget_is_refused_with_the_webhooks_message,
     test_the_apps_group_is_served_by_the_aggregated_server_in_a_pod,
     test_without_its_client_certificate_the_aggregated_server_fails_closed,
+)
+
+
+# The controller as the chart deploys it (tests/node_controller_checks.py), on this plane. Last:
+# its last test cuts every pod off from the API server for a while.
+from node_controller_checks import (  # noqa: E402,F401
+    test_the_controller_pods_take_the_charts_env_and_are_ready,
+    test_a_gpuclass_gets_its_status_and_the_leaders_metrics_say_the_same,
+    test_an_entitled_namespace_gets_its_license_copy,
+    test_prometheus_scrapes_the_pods_through_the_charts_servicemonitor,
+    test_with_the_api_server_unreachable_the_controller_pods_are_not_ready,
 )

@@ -251,10 +251,11 @@ class Node:
                  "ipam": {"type": "host-local", "dataDir": str(self.dir / "cni" / "ipam"),
                           "ranges": [[{"subnet": f"10.250.{self.subnet_octet}.0/24",
                                        "gateway": self.gateway}]],
-                          # Only the pod network itself (and, on an extra node, the first
-                          # node's gateway: the API server's forward): nothing routes a pod elsewhere.
-                          "routes": [{"dst": f"10.250.{self.subnet_octet}.0/24"},
-                                     *([{"dst": f"{self.plane.node.gateway}/32"}] if self.index else [])]}},
+                          # The pod networks of every node (10.250.0.0/16: pod to pod across
+                          # nodes, as Kubernetes' network model asks; the host forwards between
+                          # the bridges) and the first node's gateway in it (the API server's
+                          # forward): nothing routes a pod elsewhere.
+                          "routes": [{"dst": "10.250.0.0/16"}]}},
                 {"type": "loopback"},
             ],
         }, indent=2))
