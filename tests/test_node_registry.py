@@ -22,8 +22,10 @@ hand with `imagePullPolicy: Never`, which a digest-pinned install would change u
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -34,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
 sys.path.insert(0, str(ROOT / "tools" / "image"))
 
 import build  # noqa: E402
+from registry import USER as REGISTRY_USER  # noqa: E402
 from test_node_cluster import kubectl_json, ready, wait_for, webhook_pods  # noqa: E402
 
 NAMESPACE = "cozyrender-system"
@@ -129,3 +132,66 @@ def test_without_the_pull_secret_the_pull_is_refused_and_with_it_the_pod_runs(pl
     logs = plane.kubectl("-n", PULLS, "logs", "with-secret").stdout
     assert logs.strip() == f"cozyrender, version {build.version()}"
     assert [s["imageID"].rsplit("@", 1)[1] for s in pod["status"]["containerStatuses"]] == [plane.registry.image[1]]
+
+
+def gpg_key(home: Path, name: str) -> tuple[str, Path]:
+    """A signing key made for the test (ed25519, no passphrase) in GnuPG home `home`: its
+    fingerprint and its public key file."""
+    home.mkdir(mode=0o700, parents=True)
+    env = {**os.environ, "GNUPGHOME": str(home)}
+    subprocess.run(["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "", "--quick-gen-key",
+                    f"{name} <{name}@cozyrender.invalid>", "ed25519", "sign", "never"],
+                   check=True, capture_output=True, env=env, timeout=60)
+    listed = subprocess.run(["gpg", "--list-secret-keys", "--with-colons"], check=True, capture_output=True,
+                            text=True, env=env).stdout
+    fingerprint = next(line.split(":")[9] for line in listed.splitlines() if line.startswith("fpr:"))
+    public = home.parent / f"{name}.asc"
+    public.write_bytes(subprocess.run(["gpg", "--export", "--armor", fingerprint], check=True, capture_output=True,
+                                      env=env).stdout)
+    return fingerprint, public
+
+
+def test_the_image_signed_by_digest_verifies_with_its_key_only_and_carries_its_sbom(plane, tmp_path):
+    """skopeo signs the pushed image (a GPG key made here; the signature is over the manifest's
+    digest and the image's name), then containers/image's policy engine, the one podman and
+    CRI-O enforce, admits a pull by digest with `signedBy` that key and refuses it with another
+    key. The SBOM in the verified copy is the build's, byte for byte."""
+    registry = plane.registry
+    reference, digest = registry.image
+    signer, public = gpg_key(tmp_path / "signer", "signer")
+    _, stranger = gpg_key(tmp_path / "stranger", "stranger")
+    signatures = tmp_path / "signatures"
+    registries_d = tmp_path / "registries.d"
+    registries_d.mkdir()
+    (registries_d / "registry.yaml").write_text(json.dumps({"docker": {registry.host: {
+        "lookaside": signatures.as_uri(), "lookaside-staging": signatures.as_uri()}}}))
+    certs, creds = str(registry.dir / "certs.d"), f"{REGISTRY_USER}:{registry.password}"
+    skopeo = ["skopeo", "--registries.d", str(registries_d)]
+    tag = reference.rsplit(":", 1)[1]
+    subprocess.run([*skopeo, "--insecure-policy", "copy", "--quiet", "--preserve-digests", "--sign-by", signer,
+                    "--dest-cert-dir", certs, "--dest-creds", creds,
+                    f"oci:{ROOT / 'dist' / 'cozyrender-image'}:{tag}", f"docker://{reference}"],
+                   check=True, capture_output=True, text=True, timeout=300,
+                   env={**os.environ, "GNUPGHOME": str(tmp_path / "signer")})
+    assert registry.manifest_digest("cozyrender", tag) == digest  # signing changed nothing pushed
+    assert (signatures / f"cozyrender@sha256={digest.split(':', 1)[1]}" / "signature-1").is_file()
+
+    def pull(key: Path, out: Path) -> subprocess.CompletedProcess:
+        policy = tmp_path / f"policy-{key.stem}.json"
+        policy.write_text(json.dumps({
+            "default": [{"type": "reject"}],
+            "transports": {"docker": {f"{registry.host}/cozyrender": [
+                {"type": "signedBy", "keyType": "GPGKeys", "keyPath": str(key)}]}}}))
+        return subprocess.run([*skopeo, "--policy", str(policy), "copy", "--quiet", "--src-cert-dir", certs,
+                               "--src-creds", creds, f"docker://{registry.host}/cozyrender@{digest}", f"dir:{out}"],
+                              capture_output=True, text=True, timeout=300)
+
+    refused = pull(stranger, tmp_path / "refused")
+    assert refused.returncode != 0 and "rejected" in refused.stderr, refused.stderr
+    verified = pull(public, tmp_path / "verified")
+    assert verified.returncode == 0, verified.stderr
+    manifest = json.loads((tmp_path / "verified" / "manifest.json").read_text())
+    (layer,) = manifest["layers"]
+    with tarfile.open(tmp_path / "verified" / layer["digest"].split(":", 1)[1]) as tar:
+        carried = tar.extractfile("usr/share/doc/cozyrender/sbom.cdx.json").read()
+    assert carried == (ROOT / "dist" / "cozyrender-image.cdx.json").read_bytes()
