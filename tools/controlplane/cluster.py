@@ -21,9 +21,12 @@ Starts, each as its own process group, with every port on 127.0.0.1:
 - with `aggapi` (and a node), apps.cozystack.io served as on Cozystack by an
   aggregated API server in a pod, cozyrender's stand-in for cozystack-api
   (aggapi.py, tools/aggapi), presenting its own certificate of that CA,
-  instead of by the stand-in CRDs.
+  instead of by the stand-in CRDs;
+- with `registry` (and a node), a private registry on loopback (registry.py): the image of
+  `make image` and the webhook chart pushed to it, the node's containerd pulling the image by
+  digest with the chart's imagePullSecrets, the chart installed from `oci://` (`make cluster`).
 
-    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi] [--nodes 2]]
+    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi] [--nodes 2] [--registry]]
     python tools/controlplane/cluster.py down [--dir .cache/cluster]
 
 `up` returns once everything answers ready and leaves the processes running;
