@@ -68,10 +68,8 @@ def test_the_chart_is_installed_from_the_registry_by_helm_with_its_ca_and_login(
     registry = plane.registry
     url, version = registry.chart
     assert url == f"oci://{registry.host}/charts/cozyrender-webhook"
-    release = json.loads(plane.node.helm("status", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
-    assert release["info"]["status"] == "deployed"
-    assert (release["chart"]["metadata"]["name"], release["chart"]["metadata"]["version"]) == \
-        ("cozyrender-webhook", version)
+    release = json.loads(plane.node.helm("get", "metadata", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+    assert (release["status"], release["chart"], release["version"]) == ("deployed", "cozyrender-webhook", version)
     shown = plane.node.helm("show", "chart", url, "--version", version, "--ca-file", str(registry.ca))
     assert f"version: {version}" in shown.stdout
     # A Helm with no login (a home of its own), and one without the registry's CA.
