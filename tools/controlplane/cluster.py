@@ -21,9 +21,12 @@ Starts, each as its own process group, with every port on 127.0.0.1:
 - with `aggapi` (and a node), apps.cozystack.io served as on Cozystack by an
   aggregated API server in a pod, cozyrender's stand-in for cozystack-api
   (aggapi.py, tools/aggapi), presenting its own certificate of that CA,
-  instead of by the stand-in CRDs.
+  instead of by the stand-in CRDs;
+- with `registry` (and a node), a private registry on loopback (registry.py): the image of
+  `make image` and the webhook chart pushed to it, the node's containerd pulling the image by
+  digest with the chart's imagePullSecrets, the chart installed from `oci://` (`make cluster`).
 
-    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi] [--nodes 2]]
+    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi] [--nodes 2] [--registry]]
     python tools/controlplane/cluster.py down [--dir .cache/cluster]
 
 `up` returns once everything answers ready and leaves the processes running;
@@ -80,7 +83,7 @@ class ControlPlane:
                  namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
                  flux: bool = False, flux_injection: bool | None = None,
                  node: bool = False, gpus: dict[str, int] | None = None, aggapi: bool = False,
-                 dra_gpus: int = 0, nodes: int = 1) -> None:
+                 dra_gpus: int = 0, nodes: int = 1, registry: bool = False) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
@@ -111,6 +114,12 @@ class ControlPlane:
         self.extra_nodes: list = []
         # apps.cozystack.io from the aggregated server in a pod (aggapi.py) instead of stand-in CRDs.
         self.aggapi = aggapi
+        # With `registry` (and a node): a private registry on loopback (registry.py); the image and
+        # the chart pushed to it, the node pulling the image and Helm installing the chart from it.
+        self.with_registry = registry
+        if registry and not node:
+            raise ClusterError("the registry serves the node: registry=True needs node=True (--node)")
+        self.registry = None
 
     # -- processes ------------------------------------------------------------
 
@@ -173,6 +182,8 @@ class ControlPlane:
                 import flux
 
                 flux.start(self)
+            if self.with_registry:
+                self._start_registry()
             if self.node is not None:
                 self.node.start()
                 for index in range(1, self.node_count):
@@ -192,6 +203,15 @@ class ControlPlane:
             self.stop()
             raise
         return self
+
+    def _start_registry(self) -> None:
+        """The registry, the webhook image (dist/cozyrender-image, `make image`) and the webhook
+        chart pushed to it: what the node pulls and Helm installs (node.py)."""
+        from registry import Registry
+
+        self.registry = Registry(self).start()
+        self.registry.image = self.registry.push_image(REPO / "dist" / "cozyrender-image")
+        self.registry.chart = self.registry.push_chart(REPO / "charts" / "cozyrender-webhook", self.node.helm_env())
 
     def _pki(self) -> None:
         ca = self.ca = CA(self.pki)
@@ -520,6 +540,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aggapi", action="store_true",
                         help="with --node: apps.cozystack.io served by the aggregated API server in a pod "
                              "(tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs")
+    parser.add_argument("--registry", action="store_true",
+                        help="with --node: a private registry on loopback (TLS, basic auth); the image and the chart "
+                             "pushed to it, the node pulling the image by digest, the chart installed from oci://")
     args = parser.parse_args(argv)
     gpus = {}
     for spec in args.gpu:
@@ -543,7 +566,8 @@ def main(argv: list[str] | None = None) -> int:
         plane = ControlPlane(directory, Path(args.bin), args.webhook_replicas, flux=args.flux,
                              webhook_args=("--flux-injection",) if args.flux else (),
                              flux_injection=False if args.flux else None, node=args.node, gpus=gpus,
-                             aggapi=args.aggapi, dra_gpus=args.dra_gpus, nodes=args.nodes).start()
+                             aggapi=args.aggapi, dra_gpus=args.dra_gpus, nodes=args.nodes,
+                             registry=args.registry).start()
     except (ClusterError, RuntimeError) as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1
@@ -552,6 +576,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s) ({where})")
     if plane.aggapi:
         print("cluster: apps.cozystack.io served by the aggregated API server cozy-system/cozystack-api (tools/aggapi)")
+    if plane.registry is not None:
+        print(f"cluster: registry {plane.registry.host} (CA {plane.registry.ca}): image {plane.registry.image[0]}@"
+              f"{plane.registry.image[1]}, chart {plane.registry.chart[0]} {plane.registry.chart[1]}")
     print(f"cluster: export KUBECONFIG={plane.kubeconfig}")
     return 0
 

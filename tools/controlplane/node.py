@@ -310,6 +310,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   bin_dir = "{CNI_BIN}"
   conf_dir = "{self.dir / 'cni' / 'net.d'}"
 """
+        if self.plane.registry is not None:  # registry.py: hosts.toml per registry host, with its CA
+            config += f'{cri[:-1]}.registry]\n  config_path = "{self.plane.registry.hosts_dir}"\n'
         (root / "config.toml").write_text(config)
         self.plane._spawn(f"{self.prefix}containerd",
                           self._in_namespace(["containerd", "--config", str(root / "config.toml")]))
@@ -330,6 +332,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def _import_images(self) -> None:
         for archive in self.images:
+            if self.plane.registry is not None and archive.name == "cozyrender-image.tar":
+                continue  # pulled from the registry (registry.py)
             self.ctr("images", "import", str(archive))
 
     def _kubelet(self) -> None:
@@ -475,8 +479,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             secret = f"{release}-serving"
             plane.kubectl("-n", namespace, "create", "secret", "tls", secret, f"--cert={cert}", f"--key={key}")
             tls = {"certManager": False, "secretName": secret, "caBundle": base64.b64encode(plane.ca_pem).decode()}
+        chart, source = str(REPO / "charts" / "cozyrender-webhook"), {"image": build.image_reference(),
+                                                                       "imagePullPolicy": "Never"}
+        if plane.registry is not None:  # the image by digest and the chart from the registry (registry.py)
+            plane.registry.pull_secret(namespace, "cozyrender-registry")
+            source = {"image": plane.registry.image[0], "imageDigest": plane.registry.image[1],
+                      "imagePullPolicy": "IfNotPresent", "imagePullSecrets": [{"name": "cozyrender-registry"}]}
+            chart = plane.registry.chart[0]
         values = {
-            "image": build.image_reference(), "imagePullPolicy": "Never", "replicas": replicas,
+            **source, "replicas": replicas,
             "tls": tls,
             "env": self.pod_env(),
             # Only kube-apiserver may call the webhook: it presents the callers' CA's certificate
@@ -488,8 +499,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             **(extra_values or {}),
         }
         self.webhook_values = values
-        self.helm("install", release, str(REPO / "charts" / "cozyrender-webhook"), "--namespace", namespace,
-                  "--wait", "--timeout", timeout, values=values)
+        pinned = (("--version", plane.registry.chart[1], "--ca-file", str(plane.registry.ca))
+                  if plane.registry is not None else ())
+        self.helm("install", release, chart, *pinned, "--namespace", namespace, "--wait", "--timeout", timeout,
+                  values=values)
 
     def helm_env(self) -> dict:
         """The environment Helm runs in against this plane: its own home under the run's folder."""
