@@ -334,6 +334,10 @@ def _outcome(review: dict) -> str:
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     timeout = REQUEST_TIMEOUT
+    # An answer's status line, headers and body leave in one write (http.server flushes after each
+    # request), and with TCP_NODELAY (setup) at once, as Go's net/http sends them: two small writes
+    # would be two TLS records, and Nagle's algorithm could hold the second for the caller's ACK.
+    wbufsize = 64 * 1024
     server: WebhookServer
     arrived = 0.0  # when the request being answered reached this host (time.monotonic())
 
@@ -342,6 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
         # with the handshake, which no kernel timestamp then covers).
         self.arrived = time.monotonic()
         super().setup()
+        if self.connection.family in (socket.AF_INET, socket.AF_INET6):
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connection.settimeout(self.server.request_timeout)
         if isinstance(self.connection, ssl.SSLSocket):
             self.connection.do_handshake()  # bounded by the request timeout, not the idle one
