@@ -84,6 +84,13 @@ def claim(name: str, *results: tuple, namespace: str = "tenant-a") -> dict:
                 for d, p, dev, admin in results]}}}}
 
 
+def per_device_nodes() -> dict:
+    devices = [{"name": "gpu-0", "nodeName": "n0"}, {"name": "gpu-1", "nodeName": "n1"}]
+    return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "per-device"},
+            "spec": {"driver": DRIVER, "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1},
+                     "perDeviceNodeSelection": True, "devices": devices}}
+
+
 NODES = {"n0": _node("n0", {}, True, False, False), "n1": _node("n1", {}, False, False, False)}
 GPUS = [("gpu-0", "A100"), ("gpu-1", "A100"), ("gpu-2", "L4")]
 BY_DRIVER = device_class("gpus", f'device.driver == "{DRIVER}"')
@@ -106,6 +113,8 @@ A100_ONLY = device_class("a100", f'device.driver == "{DRIVER}"', f'device.attrib
      DeviceCount(0, 0, frozenset())),
     ("a pool of no single node counts, on no node", BY_DRIVER, [resource_slice("s", DRIVER, "net", 1, None, GPUS)],
      [], DeviceCount(3, 0, frozenset())),
+    ("each device on its own node (perDeviceNodeSelection)", BY_DRIVER, [per_device_nodes()], [],
+     DeviceCount(1, 0, frozenset({"n0"}))),
     ("claims in any namespace hold devices; admin access and other pools hold none", BY_DRIVER,
      [resource_slice("s", DRIVER, "n0", 1, "n0", GPUS)],
      [claim("a", (DRIVER, "n0", "gpu-0", False)), claim("b", (DRIVER, "n0", "gpu-2", False), namespace="other"),
@@ -196,6 +205,19 @@ def test_the_index_after_any_dra_events_equals_the_catalog_and_reports_what_it_m
             if name not in touched and name in before:
                 assert index.figures(name) == before[name], (name, obj["kind"], obj["metadata"]["name"])
     assert _index_answer(index) == _catalog(final)
+
+
+def test_a_node_event_touches_the_classes_with_devices_on_it():
+    index = ClassIndex()
+    index.set_class(_class("a100", "nvidia.com/A100", 0, False, "gpus"), "a100")
+    index.set_device_class(BY_DRIVER, "gpus")
+    index.set_node(NODES["n0"], "n0")
+    assert index.set_slice(per_device_nodes(), "per-device") == {"a100"}
+    assert index.figures("a100").devices == DeviceCount(1, 0, frozenset({"n0"}))
+    assert index.set_node(NODES["n1"], "n1") == {"a100"}  # a device of the slice is on n1
+    assert index.set_node(_node("n2", {}, True, False, False), "n2") == set()  # nothing of the class on n2
+    assert index.set_node(_node("n1", {}, True, False, False), "n1") == {"a100"}
+    assert index.figures("a100").devices == DeviceCount(2, 0, frozenset({"n0", "n1"}))
 
 
 def _status(index: ClassIndex, name: str) -> dict:

@@ -116,6 +116,13 @@ def selected_devices(compiled: list[DeviceSelector], resource_slice: Mapping) ->
     return found
 
 
+def slice_nodes(resource_slice: Mapping | None) -> set[str]:
+    """The nodes a slice's devices are on (its own `nodeName` and its devices')."""
+    spec = (resource_slice or {}).get("spec") or {}
+    nodes = {device.get("nodeName") for device in spec.get("devices") or () if isinstance(device, Mapping)}
+    return {node for node in nodes | {spec.get("nodeName")} if node}
+
+
 def claim_allocations(claim: Mapping) -> list[DeviceKey]:
     """The devices a ResourceClaim's allocation holds (admin access holds none)."""
     allocation = (claim.get("status") or {}).get("allocation") or {}

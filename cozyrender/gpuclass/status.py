@@ -43,7 +43,7 @@ from fractions import Fraction
 from cozyrender.gpuclass.classes import class_name, device_class_name, resource_name
 from cozyrender.gpuclass.conflicts import Conflict, find_conflicts
 from cozyrender.gpuclass.dra import (
-    DeviceCount, DeviceKey, DeviceProblem, count_devices, current_slices, eligible_for, selected_devices, selectors,
+    DeviceCount, DeviceKey, DeviceProblem, count_devices, current_slices, eligible_for, selected_devices, selectors, slice_nodes,
     with_devices,
 )
 from cozyrender.gpuclass.freeunits import ClassCapacity, advertised, class_capacity, requests_by_node
@@ -194,8 +194,7 @@ class ClassIndex:
         """Add, replace or remove a ResourceSlice; the classes touched (every DRA class)."""
         old = self.slices.pop(name, None)
         for held, sign in ((old, -1), (resource_slice, 1)):
-            node = ((held or {}).get("spec") or {}).get("nodeName")
-            if node:
+            for node in slice_nodes(held):
                 _bump(self._slice_nodes, node, sign)
         if resource_slice is not None:
             self.slices[name] = resource_slice
