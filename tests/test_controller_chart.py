@@ -79,3 +79,15 @@ def test_disabled_renders_nothing_of_the_controller(helm4: Path) -> None:
     assert not controller_rules(objects)
     assert not [o for o in objects if "controller" in o["metadata"]["name"]
                 or (o["kind"].startswith("ValidatingAdmission") and _licenses(o))]
+
+
+def test_the_status_controller_reads_dra_objects_and_writes_none(helm4: Path) -> None:
+    """A class naming a DeviceClass counts its devices: the status controller lists and watches
+    DeviceClasses, ResourceSlices and ResourceClaims, and may do nothing else with them."""
+    for sets in (("--set", "controller.controllers=status"), ()):
+        rules = [r for r in controller_rules(render(helm4, *sets)) if r["apiGroups"] == ["resource.k8s.io"]]
+        assert sorted((resource, tuple(sorted(r["verbs"]))) for r in rules for resource in r["resources"]) == [
+            ("deviceclasses", ("list", "watch")), ("resourceclaims", ("list", "watch")),
+            ("resourceslices", ("list", "watch"))]
+    licenses_only = controller_rules(render(helm4, "--set", "controller.controllers=licenses"))
+    assert not [r for r in licenses_only if r["apiGroups"] == ["resource.k8s.io"]]

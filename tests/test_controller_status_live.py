@@ -5,7 +5,10 @@ counting; a second class on the same resource name shows the Conflict
 naming the older one, in `kubectl get gpuclasses` too; nothing is written
 when nothing changed; the status equals `cozyrender catalog` over the same
 objects; and when the leader is killed (SIGKILL, no release) the standby
-takes the Lease over and keeps writing."""
+takes the Lease over and keeps writing. A class naming a DeviceClass adds
+the devices its CEL selectors select in a ResourceSlice (resource.k8s.io/v1,
+served by this kube-apiserver) and loses one when a claim's allocation
+holds it; a selector not evaluable offline makes it say DevicesUncounted."""
 
 from __future__ import annotations
 
@@ -146,11 +149,54 @@ def test_no_status_write_when_nothing_changed(cp):
     wait_for(lambda: figures(cp, "a100") == (6, 6, 2), what="vm-3 gone")
 
 
+DRA = "/apis/resource.k8s.io/v1"
+DRA_DRIVER = "gpu.example.com"
+
+
+def test_dra_devices_count_in_free_units_and_an_allocated_claim_takes_one(cp):
+    """Written as the scheduler and a DRA driver would write them (no scheduler or driver here):
+    the slice as the driver publishes it, the claim's allocation as the scheduler records it."""
+    selector = f'device.driver == "{DRA_DRIVER}" && device.attributes["{DRA_DRIVER}"].model == "A100"'
+    cp.create(f"{DRA}/deviceclasses", {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+                                       "metadata": {"name": "dra-a100"},
+                                       "spec": {"selectors": [{"cel": {"expression": selector}}]}})
+    cp.create(GPUCLASSES, gpuclass("dra-a100", "example.com/dra-a100", deviceClassName="dra-a100"))
+    devices = [{"name": f"gpu-{i}", "attributes": {"model": {"string": model}}}
+               for i, model in enumerate(("A100", "A100", "L4"))]
+    cp.create(f"{DRA}/resourceslices", {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                                        "metadata": {"name": "gpu-1-gpus"},
+                                        "spec": {"driver": DRA_DRIVER, "nodeName": "gpu-1", "devices": devices,
+                                                 "pool": {"name": "gpu-1", "generation": 1,
+                                                          "resourceSliceCount": 1}}})
+    wait_for(lambda: figures(cp, "dra-a100") == (2, 2, 1), what="the two A100 devices of the slice")
+    assert "(2 of 2 DRA devices of DeviceClass 'dra-a100' among them)" in condition(cp, "dra-a100", "Ready")["message"]
+
+    claims = f"{DRA}/namespaces/{NS}/resourceclaims"
+    cp.create(claims, {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "one"},
+                       "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                           "deviceClassName": "dra-a100", "allocationMode": "ExactCount", "count": 1}}]}}})
+    assert figures(cp, "dra-a100") == (2, 2, 1)  # created, not allocated: it holds nothing yet
+    cp.patch(f"{claims}/one", {"status": {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRA_DRIVER, "pool": "gpu-1", "device": "gpu-0"}]}}}}, "status")
+    wait_for(lambda: figures(cp, "dra-a100") == (1, 2, 1), what="one device held by the allocated claim")
+
+    # A selector the API server takes (its regex library) but this CEL environment cannot compile.
+    cp.patch(f"{DRA}/deviceclasses/dra-a100", {"spec": {"selectors": [
+        {"cel": {"expression": 'device.attributes["gpu.example.com"].model.find("A1") == "A1"'}}]}})
+    wait_for(lambda: condition(cp, "dra-a100", "Ready").get("reason") == "DevicesUncounted",
+             what="the class saying its devices cannot be counted")
+    assert "does not compile" in condition(cp, "dra-a100", "Ready")["message"]
+    assert figures(cp, "dra-a100") == (0, 0, 0)
+    cp.patch(f"{DRA}/deviceclasses/dra-a100", {"spec": {"selectors": [{"cel": {"expression": selector}}]}})
+    wait_for(lambda: figures(cp, "dra-a100") == (1, 2, 1) and condition(cp, "dra-a100", "Ready")["status"] == "True",
+             what="the devices counted again")
+
+
 def test_the_status_equals_the_catalog_of_the_same_objects(cp, kubectl, tmp_path):
     cp.create(PODS, pod("vm-4", "gpu-2", {A100: "1"}))
     wait_for(lambda: figures(cp, "a100") == (5, 6, 2), what="vm-4 counted")
-    listed = subprocess.run([str(kubectl), f"--kubeconfig={cp.plane.kubeconfig}", "get", "nodes,pods,gpuclasses",
-                             "-A", "-o", "json"], capture_output=True, text=True, check=True).stdout
+    listed = subprocess.run([str(kubectl), f"--kubeconfig={cp.plane.kubeconfig}", "get",
+                             "nodes,pods,gpuclasses,deviceclasses,resourceslices,resourceclaims", "-A", "-o", "json"], capture_output=True, text=True, check=True).stdout
     state = tmp_path / "state.json"
     state.write_text(listed)
     catalog = json.loads(subprocess.run([sys.executable, "-m", "cozyrender", "catalog", "--state", str(state),
@@ -162,7 +208,8 @@ def test_the_status_equals_the_catalog_of_the_same_objects(cp, kubectl, tmp_path
         assert (got["free"], got["allocatable"], got["nodes"]) == (row["freeUnits"], row["allocatableUnits"],
                                                                    row["eligibleNodes"]), row["name"]
         assert got.get("conflictWith") == (row["conflict"] or {}).get("heldBy"), row["name"]
-    assert len(catalog["gpuClasses"]) == len(classes) == 3
+    assert len(catalog["gpuClasses"]) == len(classes) == 4
+    assert classes["dra-a100"]["free"] == 1  # the DRA class too: its claim holds one of its two devices
     cp.delete_pod(f"{PODS}/vm-4")
 
 

@@ -148,6 +148,29 @@ def test_runs_cozyrender_version_with_runc(bundle, tmp_path):
     assert result.stdout.strip() == f"cozyrender, version {build.version()}"
 
 
+def test_the_image_evaluates_dra_selectors_with_its_cel_runtime(bundle, tmp_path):
+    """cel-expr-python's C++ runtime loads in the image (it needs libstdc++6): `catalog` checks the
+    class by the CRD's CEL rules and counts the devices the DeviceClass's CEL selector selects."""
+    spec, rootfs = bundle
+    state = tmp_path / "state"
+    state.mkdir()
+    devices = [{"name": f"gpu-{i}", "attributes": {"model": {"string": m}}} for i, m in enumerate(("A100", "A100", "L4"))]
+    (state / "objects.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": "a100"},
+         "spec": {"vendor": "NVIDIA", "model": "A100", "mode": "passthrough", "memory": "40Gi",
+                  "sourceKind": "PCIHostDevice", "resourceName": "nvidia.com/A100", "deviceClassName": "a100"}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "a100"},
+         "spec": {"selectors": [{"cel": {"expression": 'device.attributes["gpu.example.com"].model == "A100"'}}]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"},
+         "spec": {"driver": "gpu.example.com", "allNodes": True, "devices": devices,
+                  "pool": {"name": "p", "generation": 1, "resourceSliceCount": 1}}}]}))
+    result = Container("cozyrender-cel", spec, rootfs, tmp_path, ["catalog", "--state", "/state", "-o", "json"],
+                       mounts=((str(state), "/state"),)).run()
+    assert result.returncode == 0, result.stderr
+    [row] = json.loads(result.stdout)["gpuClasses"]
+    assert (row["freeUnits"], row["allocatableUnits"], row["invalid"]) == (2, 2, None)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -11,7 +11,9 @@ from types import SimpleNamespace
 import pytest
 
 from cozyrender.kube.client import Watched
-from cozyrender.kube.watch import GONE, HEALTHY, MISSING, RETRY, TIMEOUT, Failure, Reflector
+from cozyrender.kube.watch import (
+    GONE, HEALTHY, MISSING, NOT_SERVED_RETRY, RETRY, TIMEOUT, Failure, Informer, Reflector,
+)
 
 KIND = Watched("", "v1", "ConfigMap", "configmaps", True)
 
@@ -44,7 +46,7 @@ class Listing:
 
 class Script:
     """A client whose lists and watches follow `steps`: ("list", items, version),
-    ("watch", [(event, obj), ...]) or ("watch", an exception); the reflector
+    ("list", an exception), ("watch", [(event, obj), ...]) or ("watch", an exception); the reflector
     is stopped when the script runs out."""
 
     def __init__(self, steps: list, log: list) -> None:
@@ -60,7 +62,10 @@ class Script:
 
     def list(self, resource, chunk_size: int, **options):
         self.log.append(("list", options.get("namespace")))
-        _, items, version = self._next("list")
+        step = self._next("list")
+        if isinstance(step[1], Exception):
+            raise step[1]
+        _, items, version = step
         return Listing(items, version, self.log)
 
     def watch(self, resource, server_timeout: int, resource_version: str | None, **options):
@@ -189,3 +194,31 @@ def test_a_watch_that_stayed_up_starts_the_back_off_afresh():
     assert [entry[1] for entry in log if entry[0] == "wait"][:5] == [RETRY[0]] * 5
     log, _ = run(steps)  # watches failing at once: the back-off grows
     assert [entry[1] for entry in log if entry[0] == "wait"][:5] == list(RETRY[:5])
+
+
+@pytest.mark.parametrize("optional", [True, False])
+def test_an_optional_kind_not_served_is_synced_and_empty_until_it_is_served(optional):
+    """A 404 before the first list: an optional kind (the status controller's DRA kinds on a
+    cluster without resource.k8s.io/v1) is synced with nothing in it, and asked again after
+    NOT_SERVED_RETRY; any other kind stays unsynced and backs off. A 404 after a list is a failure
+    like any other, for both."""
+    log: list = []
+    heard: list = []
+    client = Script([("list", ApiError(404, "not found")), ("list", [obj("a", "5")], "5"),
+                     ("watch", ApiError(404, "gone away")), ("list", [], "6")], log)
+    informer = Informer(lambda: client, KIND, lambda event, new, old: heard.append((event, informer.synced.is_set())),
+                        optional=optional)
+    client.reflector = informer.reflector
+
+    class Watching(Stopping):
+        def wait(self, seconds: float) -> bool:
+            self.log.append(("synced", informer.synced.is_set()))
+            return super().wait(seconds)
+
+    informer.reflector.stopping = Watching(log)
+    informer.reflector._run()
+    waits = [entry[1] for entry in log if entry[0] == "wait"]
+    assert waits[:2] == ([NOT_SERVED_RETRY, RETRY[0]] if optional else [RETRY[0], RETRY[1]])
+    assert log[log.index(("wait", waits[0])) - 1] == ("synced", optional)  # synced (and empty) before it was served
+    # the list (an optional kind already synced by the 404), then the relist after the second 404
+    assert heard == [("ADDED", optional), ("DELETED", True)]

@@ -20,7 +20,8 @@ from cozyrender.kube.client import catalog_export
     "cozyrender catalog --state examples/cluster -o wide   # with source kind, license, tolerations",
     "cozyrender catalog --state examples/cluster -o json"))
 @click.option("--state", "state_paths", multiple=True, required=True, metavar="PATH",
-              help="A file or folder of YAML/JSON with Nodes, Pods and GPUClasses "
+              help="A file or folder of YAML/JSON with Nodes, Pods, GPUClasses and the DRA DeviceClasses, "
+                   "ResourceSlices and ResourceClaims "
                    f"(as `{catalog_export()}` writes them), "
                    "'-' for standard input; repeatable.")
 @output_option("table", "wide", "json", "yaml")

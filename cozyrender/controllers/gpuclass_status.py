@@ -8,7 +8,11 @@ Watches (`cozyrender.kube.watch`):
 - bound, non-terminated Pods (field selector `spec.nodeName!=`,
   `status.phase!=Succeeded`, `status.phase!=Failed`), each kept only as its
   node and its effective requests of extended resources: a pod requesting
-  no device is not kept at all.
+  no device is not kept at all;
+- DRA (resource.k8s.io/v1, optional: a cluster that does not serve it has
+  none): DeviceClasses (their selectors), ResourceSlices (their spec) and
+  ResourceClaims in every namespace, each kept only as the devices its
+  allocation holds (a claim not allocated is not kept).
 
 Each event touches the classes the ClassIndex says it touches; those go on
 a coalescing queue, and the worker writes a class's status only when the
@@ -24,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from cozyrender.gpuclass.dra import claim_allocations
 from cozyrender.gpuclass.status import ClassIndex, desired_status, pod_demand, small_node
 from cozyrender.kube.client import Watched
 from cozyrender.kube.shape import ShapeError
@@ -34,6 +39,9 @@ log = logging.getLogger("cozyrender.controllers.gpuclass_status")
 GPUCLASS = Watched("cozystack.io", "v1alpha1", "GPUClass", "gpuclasses", False)
 NODE = Watched("", "v1", "Node", "nodes", False)
 POD = Watched("", "v1", "Pod", "pods", True)
+DEVICE_CLASS = Watched("resource.k8s.io", "v1", "DeviceClass", "deviceclasses", False)
+RESOURCE_SLICE = Watched("resource.k8s.io", "v1", "ResourceSlice", "resourceslices", False)
+RESOURCE_CLAIM = Watched("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims", True)
 
 
 def _now() -> str:
@@ -58,6 +66,11 @@ class StatusController:
             Informer(make_client, NODE, self._on_node, transform=small_node, **options),
             Informer(make_client, POD, self._on_pod, selection=Selection(fields=_pod_fields()),
                      transform=self._pod_transform, **options),
+            Informer(make_client, DEVICE_CLASS, self._on_device_class, transform=_spec_only, optional=True,
+                     **options),
+            Informer(make_client, RESOURCE_SLICE, self._on_slice, transform=_spec_only, optional=True, **options),
+            Informer(make_client, RESOURCE_CLAIM, self._on_claim, transform=_allocations, optional=True,
+                     **options),
         ]
         self._stop = threading.Event()
 
@@ -94,6 +107,21 @@ class StatusController:
         key = key_of(new or old)
         with self.lock:
             touched = self.index.set_pod(key, None if new is None else (new["node"], new["demand"]))
+        self.queue.add(*touched)
+
+    def _on_device_class(self, event: str, new: dict | None, old: dict | None) -> None:
+        with self.lock:
+            touched = self.index.set_device_class(new, key_of(new or old)[1])
+        self.queue.add(*touched)
+
+    def _on_slice(self, event: str, new: dict | None, old: dict | None) -> None:
+        with self.lock:
+            touched = self.index.set_slice(new, key_of(new or old)[1])
+        self.queue.add(*touched)
+
+    def _on_claim(self, event: str, new: dict | None, old: dict | None) -> None:
+        with self.lock:
+            touched = self.index.set_claim(key_of(new or old), None if new is None else new["devices"])
         self.queue.add(*touched)
 
     # ------------------------------------------------------------- work
@@ -156,3 +184,18 @@ def _pod_fields() -> dict:
     from lightkube import operators
 
     return {"spec.nodeName": operators.not_equal(""), "status.phase": operators.not_in(["Succeeded", "Failed"])}
+
+
+def _spec_only(obj: dict) -> dict:
+    """A DeviceClass or ResourceSlice as its name and spec (what the figures read)."""
+    meta = obj.get("metadata") or {}
+    return {"metadata": {"name": meta.get("name")}, "spec": obj.get("spec") or {}}
+
+
+def _allocations(claim: dict) -> dict | None:
+    """A claim as the devices its allocation holds; None (not kept) when it holds none."""
+    devices = tuple(claim_allocations(claim))
+    if not devices:
+        return None
+    namespace, name = key_of(claim)
+    return {"metadata": {"namespace": namespace, "name": name}, "devices": devices}

@@ -1,2 +1,2 @@
-"""GPU classes: the GPUClass CRD's rules checked offline, free units, class
-conflicts and the catalog. Pure functions over objects as the API returns them."""
+"""GPU classes: the GPUClass CRD's rules checked offline, free units (DRA
+devices included), class conflicts and the catalog. Pure functions over objects as the API returns them."""

@@ -2,6 +2,12 @@
 and its JSON spelling for scripts (the table for people is the command's,
 through the shared column formatter).
 
+A class naming a DeviceClass adds the DRA devices it selects among the
+state's DeviceClasses, ResourceSlices and ResourceClaims (`dra`), as the
+status controller does; when they cannot be counted (no such DeviceClass
+in the state, a selector not evaluable here) its row has the device
+plugin's figures alone, as the class's status does.
+
 Pure functions: objects in, rows and text out.
 """
 
@@ -12,9 +18,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
-from cozyrender.gpuclass.classes import class_name, gpuclasses, identity_group, memory, text
+from cozyrender.gpuclass.classes import (
+    class_name, device_class_name, gpuclasses, identity_group, memory, resource_name, text,
+)
 from cozyrender.gpuclass.conflicts import find_conflicts
-from cozyrender.gpuclass.freeunits import capacities
+from cozyrender.gpuclass.dra import DRA_KINDS, DeviceProblem, class_devices, with_devices
+from cozyrender.gpuclass.freeunits import ClassCapacity, capacities, nodes_by_resource
 from cozyrender.kube.identity import Copies, identity_of
 from cozyrender.kube.quantity import format_quantity
 
@@ -43,7 +52,7 @@ def _units(value: Fraction) -> str:
     return format_quantity(value)
 
 
-_READ_KINDS = frozenset({"GPUClass", "Node", "Pod"})
+_READ_KINDS = frozenset({"GPUClass", "Node", "Pod", *DRA_KINDS})
 
 
 def _unique(objects: Iterable[Mapping]) -> list[Mapping]:
@@ -73,10 +82,12 @@ def catalog_rows(objects: Iterable[Mapping], validate: Callable[[Mapping], str |
     pods = [obj for obj in objects if obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1"]
     figures = capacities(classes, nodes, pods)
     conflicts = find_conflicts(classes)
+    dra = {kind: [obj for obj in objects if obj.get("kind") == kind and obj.get("apiVersion") == "resource.k8s.io/v1"]
+           for kind in DRA_KINDS}
     rows = []
     for gpuclass in classes:
         name = class_name(gpuclass)
-        capacity = figures[name]
+        capacity = _with_dra(gpuclass, figures[name], nodes, dra)
         conflict = conflicts.get(name)
         rows.append(CatalogRow(
             name=name,
@@ -93,6 +104,22 @@ def catalog_rows(objects: Iterable[Mapping], validate: Callable[[Mapping], str |
             invalid=validate(gpuclass) if validate is not None else None,
         ))
     return sorted(rows, key=lambda row: row.name)
+
+
+def _with_dra(gpuclass: Mapping, capacity: ClassCapacity, nodes: list[Mapping], dra: dict[str, list]) -> ClassCapacity:
+    """The class's figures with its DRA devices, when it names a DeviceClass they can be counted for."""
+    device_class = device_class_name(gpuclass)
+    if not device_class:
+        return capacity
+    classes = {(obj.get("metadata") or {}).get("name"): obj for obj in dra["DeviceClass"]}
+    by_name = {(node.get("metadata") or {}).get("name"): node for node in nodes}
+    try:
+        devices = class_devices(gpuclass, classes.get(device_class), device_class, dra["ResourceSlice"],
+                                dra["ResourceClaim"], by_name)
+    except DeviceProblem:
+        return capacity
+    class_nodes = nodes_by_resource(nodes, [resource_name(gpuclass)])[resource_name(gpuclass)]
+    return with_devices(gpuclass, capacity, class_nodes, devices)
 
 
 def status_text(row: CatalogRow) -> str:

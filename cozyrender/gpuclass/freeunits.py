@@ -18,7 +18,7 @@ A malformed node or pod is a ShapeError naming it and the field
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -158,18 +158,25 @@ def class_capacity(
     """Free and allocatable units and the eligible node count of a class, from
     the nodes advertising its resource and the per-node requests."""
     resource = resource_name(gpuclass)
-    class_tolerations = tolerations(gpuclass)
     free = total = ZERO
     eligible = 0
-    for node in class_nodes:
-        available = allocatable(node, resource)
-        if available is None or not is_eligible(node, class_tolerations):
-            continue
+    for node, available in eligible_nodes(gpuclass, class_nodes):
         eligible += 1
         total += available
         requested = requests.get(node_name(node), {}).get(resource, ZERO)
         free += max(available - requested, ZERO)
     return ClassCapacity(free=free, allocatable=total, eligible_nodes=eligible)
+
+
+def eligible_nodes(gpuclass: Mapping, class_nodes: Iterable[Mapping]) -> Iterator[tuple[Mapping, Fraction]]:
+    """The nodes that advertise the class's resource and are eligible for
+    it, each with its allocatable units."""
+    resource = resource_name(gpuclass)
+    class_tolerations = tolerations(gpuclass)
+    for node in class_nodes:
+        available = allocatable(node, resource)
+        if available is not None and is_eligible(node, class_tolerations):
+            yield node, available
 
 
 def node_free_units(gpuclass: Mapping, node: Mapping, pods: Iterable[Mapping]) -> Fraction:

@@ -10,8 +10,18 @@ Rules:
   a node, the classes of the resources it advertises (before and after); a
   pod, the classes of the resources it requests; a class, itself and the
   classes sharing its resource name or its DeviceClass (their conflict may
-  move). Work per
+  move); a DeviceClass, the classes naming it; a ResourceSlice, or a
+  ResourceClaim whose allocation changed, every class naming a DeviceClass;
+  a node with slices, those classes too. Each slice's selection by a
+  DeviceClass is kept until the slice or the DeviceClass changes, so CEL
+  runs once per device and change. Work per
   event is in proportion to what it touches, never a pass over the cluster.
+- a class naming a DeviceClass adds its DRA devices (`dra`): allocatable +=
+  its devices on eligible nodes, free += those no claim holds, nodes = the
+  union of the device plugin's and the devices' nodes. When they cannot be
+  counted (the DeviceClass missing, a selector that does not compile here)
+  the device plugin's figures are written and Ready is False with reason
+  `DevicesUncounted`.
 - `figures(name)` is `class_capacity` over the class's nodes only, and the
   conflict among the classes naming its resource only: the same functions
   and the same answer as the catalog over all objects (a property test
@@ -32,6 +42,10 @@ from fractions import Fraction
 
 from cozyrender.gpuclass.classes import class_name, device_class_name, resource_name
 from cozyrender.gpuclass.conflicts import Conflict, find_conflicts
+from cozyrender.gpuclass.dra import (
+    DeviceCount, DeviceKey, DeviceProblem, count_devices, current_slices, eligible_for, selected_devices, selectors, slice_nodes,
+    with_devices,
+)
 from cozyrender.gpuclass.freeunits import ClassCapacity, advertised, class_capacity, requests_by_node
 from cozyrender.kube.quantity import format_quantity
 from cozyrender.kube.shape import ShapeError
@@ -100,6 +114,8 @@ class Figures:
     capacity: ClassCapacity | None
     conflict: Conflict | None
     problem: str | None = None  # why the figures could not be computed (a malformed node, pod or class)
+    devices: DeviceCount | None = None  # the DRA devices counted in `capacity` (a class naming a DeviceClass)
+    device_problem: str | None = None  # why its DRA devices could not be counted
 
 
 class ClassIndex:
@@ -115,6 +131,14 @@ class ClassIndex:
         self._by_device_class: dict[str, set[str]] = {}  # DeviceClass -> class names
         self._nodes_by_resource: dict[str, set[str]] = {}  # resource -> node names
         self._requests: dict[str, dict[str, Fraction]] = {}  # node -> resource -> requested
+        # DRA: DeviceClasses, ResourceSlices, the devices claims hold, each slice's selection.
+        self.device_classes: dict[str, dict] = {}
+        self.slices: dict[str, dict] = {}
+        self.claims: dict[tuple[str, str], tuple[DeviceKey, ...]] = {}
+        self._allocated: dict[DeviceKey, int] = {}  # device -> claims holding it
+        self._slice_nodes: dict[str, int] = {}  # node -> slices on it
+        self._compiled: dict[str, list | DeviceProblem] = {}  # DeviceClass -> selectors, or why not
+        self._selected: dict[tuple[str, str], list] = {}  # (DeviceClass, slice) -> selected devices
 
     # ------------------------------------------------------------- classes
 
@@ -150,6 +174,66 @@ class ClassIndex:
                     by_key.setdefault(key, set()).add(name)
         return touched
 
+    def dra_classes(self) -> set[str]:
+        """The classes naming a DeviceClass."""
+        return set().union(*(names for key, names in self._by_device_class.items() if key))
+
+    # ------------------------------------------------------------- DRA
+
+    def set_device_class(self, device_class: dict | None, name: str) -> set[str]:
+        """Add, replace or remove a DeviceClass; the classes touched (those naming it)."""
+        self.device_classes.pop(name, None)
+        if device_class is not None:
+            self.device_classes[name] = device_class
+        self._compiled.pop(name, None)
+        for key in [key for key in self._selected if key[0] == name]:
+            del self._selected[key]
+        return set(self._by_device_class.get(name, ()))
+
+    def set_slice(self, resource_slice: dict | None, name: str) -> set[str]:
+        """Add, replace or remove a ResourceSlice; the classes touched (every DRA class)."""
+        old = self.slices.pop(name, None)
+        for held, sign in ((old, -1), (resource_slice, 1)):
+            for node in slice_nodes(held):
+                _bump(self._slice_nodes, node, sign)
+        if resource_slice is not None:
+            self.slices[name] = resource_slice
+        for key in [key for key in self._selected if key[1] == name]:
+            del self._selected[key]
+        return self.dra_classes()
+
+    def set_claim(self, key: tuple[str, str], allocations: tuple[DeviceKey, ...] | None) -> set[str]:
+        """Add, replace or remove the devices a claim holds; the classes touched."""
+        old = self.claims.pop(key, ())
+        for devices, sign in ((old, -1), (allocations or (), 1)):
+            for device in devices:
+                _bump(self._allocated, device, sign)
+        if allocations:
+            self.claims[key] = tuple(allocations)
+        return self.dra_classes() if set(old) != set(allocations or ()) else set()
+
+    def _devices(self, gpuclass: dict, name: str) -> DeviceCount:
+        compiled = self._compiled.get(name)
+        if compiled is None:
+            try:
+                compiled = selectors(self.device_classes.get(name), name)
+            except DeviceProblem as err:
+                compiled = err
+            self._compiled[name] = compiled
+        if isinstance(compiled, DeviceProblem):
+            raise compiled
+        selected = []
+        for slice_name, resource_slice in self._current_slices():
+            key = (name, slice_name)
+            if key not in self._selected:
+                self._selected[key] = selected_devices(compiled, resource_slice)
+            selected += self._selected[key]
+        return count_devices(selected, self._allocated, eligible_for(gpuclass, self.nodes))
+
+    def _current_slices(self) -> list[tuple[str, dict]]:
+        current = {id(s) for s in current_slices(self.slices.values())}
+        return [(name, s) for name, s in self.slices.items() if id(s) in current]
+
     # ------------------------------------------------------------- nodes
 
     def _node_resources(self, node: dict | None) -> set[str]:
@@ -171,7 +255,7 @@ class ClassIndex:
             self.nodes[name] = node
             for resource in after:
                 self._nodes_by_resource.setdefault(resource, set()).add(name)
-        return self.classes_of(before | after)
+        return self.classes_of(before | after) | (self.dra_classes() if name in self._slice_nodes else set())
 
     # ------------------------------------------------------------- pods
 
@@ -211,9 +295,26 @@ class ClassIndex:
             requests = {node: self._requests[node] for node in self._nodes_by_resource.get(resource, ())
                         if node in self._requests}
             capacity = class_capacity(gpuclass, nodes, requests)
+            devices = device_problem = None
+            if device_class:
+                try:
+                    devices = self._devices(gpuclass, device_class)
+                except DeviceProblem as err:
+                    device_problem = str(err)
+                else:
+                    capacity = with_devices(gpuclass, capacity, nodes, devices)
         except ShapeError as err:
             return Figures(None, None, str(err))
-        return Figures(capacity, conflict)
+        return Figures(capacity, conflict, devices=devices, device_problem=device_problem)
+
+
+def _bump(counts: dict, key, sign: int) -> None:
+    """Add `sign` to a count, dropping it at zero."""
+    count = counts.get(key, 0) + sign
+    if count:
+        counts[key] = count
+    else:
+        counts.pop(key, None)
 
 
 def _units(value: Fraction) -> int | str:
@@ -263,14 +364,20 @@ def desired_status(gpuclass: Mapping, figures: Figures, now: str, previous: Mapp
     else:
         conflict = _condition(CONFLICT, False, "NoConflict",
                               f"{name!r} holds its resource name", generation, now, previous)
-        if capacity.eligible_nodes == 0:
+        devices = figures.devices
+        if figures.device_problem is not None:
+            ready = _condition(READY, False, "DevicesUncounted", figures.device_problem, generation, now, previous)
+        elif capacity.eligible_nodes == 0 and not (devices and devices.devices):
             ready = _condition(READY, False, "NoNodes",
-                               "no Ready, uncordoned node the class tolerates advertises its resource name",
+                               "no Ready, uncordoned node the class tolerates advertises its resource name"
+                               + (" or has a device of its DeviceClass" if devices is not None else ""),
                                generation, now, previous)
         else:
+            among = (f" ({devices.free} of {devices.devices} DRA devices of DeviceClass "
+                     f"{device_class_name(gpuclass)!r} among them)" if devices is not None else "")
             ready = _condition(READY, True, "Available",
                                f"{format_quantity(capacity.free)} of {format_quantity(capacity.allocatable)} units "
-                               f"free on {capacity.eligible_nodes} node(s)", generation, now, previous)
+                               f"free on {capacity.eligible_nodes} node(s){among}", generation, now, previous)
     status["conditions"] = [ready, conflict]
     return status
 

@@ -83,8 +83,9 @@ def state_export() -> str:
 
 
 # What `catalog` reads: the GPU classes and where their devices are (Nodes'
-# allocatable, the Pods holding them), for the catalog's free units.
-CATALOG_READS = ("nodes", "pods", "gpuclasses")
+# allocatable, the Pods holding them; the DRA DeviceClasses, ResourceSlices and the
+# ResourceClaims holding their devices), for the catalog's free units.
+CATALOG_READS = ("nodes", "pods", "gpuclasses", "deviceclasses", "resourceslices", "resourceclaims")
 
 
 def catalog_export() -> str:

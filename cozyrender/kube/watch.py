@@ -25,7 +25,10 @@ Rules:
 - `Informer` is a Reflector whose sink is a local store (key -> transformed
   object): a relist replaces the store *by difference*, so handlers hear
   ADDED/MODIFIED/DELETED only where the cluster changed; `transform` shrinks
-  each object before it is stored (or returns None to keep it out);
+  each object before it is stored (or returns None to keep it out); an
+  `optional` kind the API server does not serve (404 before its first
+  list) counts as synced and empty, and is asked again every
+  `NOT_SERVED_RETRY` seconds (a cluster without DRA, say);
 - handlers run on the watch's thread, outside any lock of ours: they are
   expected to be short (record what changed and let a work queue act).
 
@@ -56,6 +59,7 @@ RETRY = (0.5, 1, 2, 5, 10)  # back-off after consecutive failures
 HEALTHY = 30.0  # seconds a watch stays up before a failure of it counts as the first again
 GONE, MISSING, TIMEOUT, ERROR = "gone", "missing", "timeout", "error"  # what a failure was
 CLOSED = "CLOSED"  # the API server closed a watch at its timeout (with `bookmarks`)
+NOT_SERVED_RETRY = 30.0  # seconds before an optional kind the API server does not serve is asked again
 
 Handler = Callable[[str, "dict | None", "dict | None"], None]  # (event, new, old)
 
@@ -299,8 +303,9 @@ class Informer:
     def __init__(self, make_client: Callable[[], object], watched: Watched, handler: Handler,
                  selection: Selection | None = None, transform: Callable[[dict], dict | None] | None = None,
                  server_timeout: int = SERVER_TIMEOUT, read_margin: int = READ_MARGIN,
-                 on_failure: Callable[[str], None] | None = None) -> None:
+                 on_failure: Callable[[str], None] | None = None, optional: bool = False) -> None:
         self.on_failure = on_failure  # told each failed list or watch, in words (a metric counts them)
+        self.optional = optional
         self.watched = watched
         self.handler = handler
         self.transform = transform or (lambda obj: obj)
@@ -325,7 +330,11 @@ class Informer:
         self.problem = ""
         self.synced.set()
 
-    def _failed(self, failure: Failure) -> None:
+    def _failed(self, failure: Failure) -> float | None:
+        if self.optional and failure.reason == MISSING and not self.relists:
+            self.problem = "not served by the API server"
+            self.synced.set()  # nothing of a kind not served: an empty store is the truth
+            return NOT_SERVED_RETRY
         self.problem = failure.problem
         if failure.reason != GONE:
             log.warning("watch of %s: %s", self.watched.plural, self.problem)

@@ -4,7 +4,8 @@
     python tools/image/build.py pause --out dist
 
 `cozyrender`: a Debian bookworm root filesystem from Debian's packages (mmdebstrap, variant
-`essential` plus python3, against the machine's configured Debian apt sources), cozyrender's
+`essential` plus python3 and libstdc++6, which cel-expr-python's C++ runtime loads: the
+controller evaluates DRA DeviceClass selectors with it; against the machine's configured Debian apt sources), cozyrender's
 wheel and its dependencies' wheels installed into it by the image's own python3 (pip run from
 its wheel, not left in the image), a non-root user (65532), entrypoint `cozyrender`, the
 `org.opencontainers.image.*` labels, and its SBOM (sbom.py: CycloneDX, exactly the Debian packages
@@ -102,7 +103,7 @@ def image_reference() -> str:
 
 
 def cozyrender_rootfs(rootfs: Path, wheels: Path, epoch: int) -> None:
-    """Debian's essential set and python3 into `rootfs`, then the wheels installed by its python3."""
+    """Debian's essential set, python3 and libstdc++6 into `rootfs`, then the wheels installed by its python3."""
     pip_wheel = sorted(wheels.glob("pip-*.whl"))
     if not pip_wheel:
         raise BuildError(f"no pip wheel in {wheels}")
@@ -121,7 +122,7 @@ def cozyrender_rootfs(rootfs: Path, wheels: Path, epoch: int) -> None:
         f'echo "cozyrender:x:{USER}:cozyrender:/nonexistent:/usr/sbin/nologin" >> "$1/etc/passwd"',
         f'echo "cozyrender:x:{USER.split(":")[1]}:" >> "$1/etc/group"',
     ]
-    argv = ["mmdebstrap", "--mode=root", "--variant=essential", "--include=python3", "--format=directory",
+    argv = ["mmdebstrap", "--mode=root", "--variant=essential", "--include=python3,libstdc++6", "--format=directory",
             "--quiet", *[f"--dpkgopt=path-exclude={path}" for path in DPKG_EXCLUDES],
             "--dpkgopt=path-include=/usr/share/doc/*/copyright",
             *[f"--customize-hook={hook}" for hook in hooks],
@@ -297,7 +298,7 @@ def build_cozyrender(out: Path, work: Path, wheelhouse: Path, epoch: int) -> tup
         "Labels": labels(epoch, "cozyrender", "GPU budget rules for Cozystack tenants: the Helm post-renderer, "
                          "the checks and the admission webhook"),
     }
-    history = "tools/image/build.py cozyrender: mmdebstrap --variant=essential --include=python3 bookworm; pip install cozyrender"
+    history = "tools/image/build.py cozyrender: mmdebstrap --variant=essential --include=python3,libstdc++6 bookworm; pip install cozyrender"
     reference = image_reference()
     manifest = write_image(out, "cozyrender", reference, layer, diff_id, digest, size, config, epoch, history)
     (out / "cozyrender-image.cdx.json").write_text(document)

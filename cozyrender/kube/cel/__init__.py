@@ -2,4 +2,5 @@
 `x-kubernetes-validations` rules in (`environment`), its libraries
 (`quantity`, `strings`, `lists`, `net`, `semver`), `self` typed from the
 schema (`types`), values converted as the API server converts them
-(`values`) and the API server's compile-time checks (`validators`)."""
+(`values`), the API server's compile-time checks (`validators`), and DRA
+DeviceClass selectors on a device as the scheduler evaluates them (`devices`)."""

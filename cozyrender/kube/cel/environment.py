@@ -159,6 +159,22 @@ def environment() -> cel.Env:
     return _runtime()[1]
 
 
+@cache
+def variables_environment(*names: str) -> cel.Env:
+    """An evaluation environment with the same libraries whose variables are
+    `names` (each dyn) instead of `self`: for Kubernetes' other CEL uses,
+    such as DRA's `device` (`cozyrender.kube.cel.devices`)."""
+    registry = _runtime()[0]
+    return cel.NewEnv(descriptor_pool=registry.pool, variables={name: cel.Type.DYN for name in names},
+                      extensions=[ExtOptional()], functions=_functions(registry))
+
+
+def message_classes():
+    """The runtime's `kubernetes.Quantity` and `kubernetes.Semver` message classes (values of those types)."""
+    registry = _runtime()[0]
+    return registry.quantity_class, registry.semver_class
+
+
 class TypedScope:
     """The compile-time environments for the rules of one schema: one per
     CEL type of `self`, sharing one descriptor pool."""

@@ -127,7 +127,7 @@ def compare(a: Version, b: Version) -> int:
     return (len(pa) > len(pb)) - (len(pa) < len(pb))
 
 
-def _spell(version: Version) -> str:
+def spell(version: Version) -> str:
     major, minor, patch, pre = version
     text = f"{major}.{minor}.{patch}"
     return text + ("-" + ".".join(str(p) for p in pre) if pre else "")
@@ -141,7 +141,7 @@ def overloads(message_class: type | None) -> dict[str, list[tuple]]:
         return parse(message.text)
 
     def make(text: str, normalize: bool = False):
-        return message_class(text=_spell(normalize_and_parse(text) if normalize else parse(text)))
+        return message_class(text=spell(normalize_and_parse(text) if normalize else parse(text)))
 
     def check(text: str, normalize: bool = False) -> bool:
         try:

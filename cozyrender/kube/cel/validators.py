@@ -166,3 +166,39 @@ def _walk(expr, types: dict[int, bytes], found: list[str], in_format: bool) -> N
             child = _first(comprehension_fields, number)
             if child is not None:
                 _walk(_fields(child), types, found, in_format)
+
+
+def string_literals(serialized: bytes) -> set[str]:
+    """Every string literal of a compiled expression (for DRA's attribute
+    domains, `cozyrender.kube.cel.devices`)."""
+    checked = _fields(_first(_fields(serialized), 2) or b"")
+    found: set[str] = set()
+    pending = [_first(checked, _CHECKED_EXPR)]
+    while pending:
+        raw = pending.pop()
+        if raw is None:
+            continue
+        expr = _fields(raw)
+        constant = _first(expr, _EXPR_CONST)
+        if constant is not None:
+            found.update(value.decode("utf-8", "replace") for value in _all(_fields(constant), 6))
+        call = _first(expr, _EXPR_CALL)
+        if call is not None:
+            call_fields = _fields(call)
+            pending += [_first(call_fields, _CALL_TARGET), *_all(call_fields, _CALL_ARGS)]
+        listing = _first(expr, _EXPR_LIST)
+        if listing is not None:
+            pending += _all(_fields(listing), _LIST_ELEMENTS)
+        structure = _first(expr, _EXPR_STRUCT)
+        if structure is not None:
+            for entry in _all(_fields(structure), _STRUCT_ENTRIES):
+                entry_fields = _fields(entry)
+                pending += [_first(entry_fields, _ENTRY_KEY), _first(entry_fields, _ENTRY_VALUE)]
+        select = _first(expr, _EXPR_SELECT)
+        if select is not None:
+            pending.append(_first(_fields(select), _SELECT_OPERAND))
+        comprehension = _first(expr, _EXPR_COMPREHENSION)
+        if comprehension is not None:
+            comprehension_fields = _fields(comprehension)
+            pending += [_first(comprehension_fields, number) for number in _COMPREHENSION_CHILDREN]
+    return found
