@@ -17,7 +17,7 @@ import copy
 from pathlib import Path
 
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from cozyrender.keys import in_budget_domain
@@ -129,7 +129,8 @@ def model(docs: list) -> list:
             entitled[name] = False
     dropped, kept, gone = set(), set(), set()
     for where, obj in objects(docs):
-        hard = (obj.get("spec") or {}).get("hard") if isinstance(obj, dict) and obj.get("kind") == "ResourceQuota" else None
+        spec = obj.get("spec") if isinstance(obj, dict) and obj.get("kind") == "ResourceQuota" else None
+        hard = spec.get("hard") if isinstance(spec, dict) else None  # a spec of another type holds no budget
         if isinstance(hard, dict):
             budget = [key for key in hard if isinstance(key, str) and in_budget_domain(key)]
             if budget and len(budget) == len(hard):
@@ -202,6 +203,14 @@ def test_the_seeds_are_edited():
 
 @settings(max_examples=300, deadline=None)
 @given(mutated())
+# A ResourceQuota whose spec is a list (found by this test: the model read it as a mapping).
+@example(data=b'---\n# Source: tenant/templates/namespace.yaml\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: tenant-b\n'
+              b'  labels: {a: b}\n  annotations:\n    render.cozystack.io/vgpu-requested: "true"\n'
+              b'    render.cozystack.io/vgpu-parent: "true"\n---\nkind: Secret\nmetadata: {name: cozystack-values, '
+              b'namespace: tenant-b}\nstringData:\n  values.yaml: |\n    _cluster:\n      gpu-vgpu: false\n'
+              b'    _namespace:\n      host: b\n---\nkind: List\nitems:\n- kind: ResourceQuota\n'
+              b'  metadata: {name: q, namespace: tenant-b}\n  spec:\n  -   hard:\n      ? gpuclass.cozystack.io/devices\n'
+              b'      : 1\n-\n  # c\n  kind: LimitRange\n  metadata: {name: l, namespace: tenant-b}\n')
 def test_mutated_releases_are_refused_or_post_rendered_exactly(data):
     try:
         out = post_render(data).output
