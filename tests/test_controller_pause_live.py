@@ -33,6 +33,7 @@ PODS = f"/api/v1/namespaces/{NS}/pods"
 
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory):
+    # Own plane (issue 36): its electors share the controller's Lease name, cluster-wide state another module's controllers would contend for.
     plane = start_plane(tmp_path_factory)
     controllers = ControllerPlane(plane)
     try:

@@ -38,6 +38,7 @@ def probe(cp: ControllerPlane, name: str, path: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory):
+    # Own plane (issue 36): its replicas elect on the controller's Lease, which another module's controllers would contend for.
     plane = start_plane(tmp_path_factory)  # puts tools/controlplane on the path
     from common import free_port
 

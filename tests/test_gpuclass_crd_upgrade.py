@@ -40,6 +40,7 @@ GPUCLASS = {"apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata
 
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
+    # Own plane (issue 36): it replaces the GPUClass CRD, which every other module's plane serves.
     plane = start_plane(tmp_path_factory, namespaces=("cozy-system", "cozy-monitoring"))
     try:
         crds = [_crd(*spec) for spec in BUNDLED_CRDS]

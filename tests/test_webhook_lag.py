@@ -59,7 +59,7 @@ def test_the_time_since_the_last_proof_is_exported() -> None:
 def test_proofs_of_progress_arrive_from_the_api_server_and_a_paused_one_turns_the_cache_unready(tmp_path_factory) -> None:
     from conftest import _control_plane
 
-    plane = _control_plane(tmp_path_factory, 0)
+    plane = _control_plane(tmp_path_factory, 0)  # its own (issue 36): this test pauses kube-apiserver
     try:
         metrics = Metrics()
         # A 3 s watch: closed by the API server (a proof of progress) every 3 s.

@@ -21,6 +21,7 @@ WEBHOOK_USER = f"system:serviceaccount:{NAMESPACE}:cozyrender-webhook"
 def webhook_client(tmp_path_factory):
     from cozyrender.kube.client import make_client
 
+    # Own plane (issue 36): the chart's ValidatingAdmissionPolicy and its binding are cluster-wide, over every writer of the webhook's account.
     plane = start_plane(tmp_path_factory)  # puts tools/controlplane on the path
     from common import client_kubeconfig
 
