@@ -65,7 +65,8 @@ $(BIN)/etcd: FORCE
 # modules and the apiserver's packages cached: kubelet 1 min 55 s, kube-scheduler 26 s, device
 # plugin 10 s, DRA driver 5 s (alone: 2 min 22 s with an empty build cache, 3 min 51 s
 # from nothing, its modules downloaded too).
-node: $(BIN)/kubelet $(BIN)/kube-scheduler $(BIN)/cozyrender-deviceplugin $(BIN)/cozyrender-draplugin $(BIN)/cozyrender-k8s-sd node-packages
+node: $(BIN)/kubelet $(BIN)/kube-scheduler $(BIN)/cozyrender-deviceplugin $(BIN)/cozyrender-draplugin $(BIN)/cozyrender-k8s-sd \
+  $(BIN)/kube-network-policies node-packages
 $(BIN)/kubelet $(BIN)/kube-scheduler: $(BIN)/%: FORCE
 	@mkdir -p $(BIN)
 	@$(CACHED_BUILD) --in tools/controlplane/kubernetes -- 'cd tools/controlplane/kubernetes && go build -trimpath \
@@ -87,6 +88,14 @@ $(BIN)/cozyrender-k8s-sd: FORCE
 	@mkdir -p $(BIN)
 	@$(CACHED_BUILD) --in tools/k8ssd -- \
 	  'cd tools/k8ssd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .'
+
+# The node's NetworkPolicy enforcer: sigs.k8s.io/kube-network-policies v0.8.0's own command
+# (tools/node/netpol; nftables and NFQUEUE through netlink, no nft or iptables userspace), its
+# k8s.io modules pinned to v0.35.4 as the other tools'. TIME_NETPOL_BUILD
+$(BIN)/kube-network-policies: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/node/netpol -- 'cd tools/node/netpol && go build -trimpath \
+	  -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) sigs.k8s.io/kube-network-policies/cmd'
 
 # cert-manager v1.21.2's controller and cainjector (tools/certmanager): the Go module proxy serves
 # the library module github.com/cert-manager/cert-manager but not its command modules
@@ -135,7 +144,8 @@ $(DIST)/cozystack-apps-apiserver-image/index.json: $(BIN)/cozystack-apps-apiserv
 
 # A live cluster with the webhook; `make cluster-down` stops it. The control plane on loopback,
 # a node (containerd, kubelet, kube-scheduler, CNI bridge, device plugin advertising 4
-# nvidia.com/GA100) and the webhook chart installed by Helm 4 with two pods from the image.
+# nvidia.com/GA100) and the webhook chart installed by Helm 4 with two pods from the image, its
+# NetworkPolicy (type kubernetes) enforced on the node by kube-network-policies.
 # Needs root (the node: cgroups, a bridge, mounts); see docs/guides/install.md.
 # `make cluster AGGAPI=1` serves apps.cozystack.io from the aggregated API server in a pod
 # (tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs.
@@ -145,7 +155,8 @@ $(DIST)/cozystack-apps-apiserver-image/index.json: $(BIN)/cozystack-apps-apiserv
 CLUSTER_DIR ?= .cache/cluster
 CLUSTER_GPUS := --gpu nvidia.com/GA100=4 --dra-gpus 4
 cluster: venv binaries controlplane flux-controllers node image $(if $(AGGAPI),aggapi)
-	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node $(CLUSTER_GPUS) $(if $(FLUX),--flux) $(if $(AGGAPI),--aggapi)
+	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node --network-policy $(CLUSTER_GPUS) $(if $(FLUX),--flux) \
+	  $(if $(AGGAPI),--aggapi)
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
 cluster-injection-on cluster-injection-off: cluster-%:
