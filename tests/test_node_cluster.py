@@ -417,9 +417,10 @@ class TestNetworkPolicy:
         (8080): its SYNs are dropped, and it times out. (Without the enforcer both connect, and this
         fails.) kube-apiserver, on the node (its connections to pods leave from the bridge address,
         the policy's apiServerCIDRs, and are not forwarded, so the enforcer never sees them), still
-        reaches that same webhook pod (through its pods/proxy, which dials the pod's address as the
-        webhook calls do: these go to whichever endpoint a connection was dialled to), and a checked
-        write is still decided: an over-budget VMInstance is refused with the webhook's message."""
+        reaches that same webhook pod through its pods/proxy, which dials the pod's address as the
+        webhook calls do (those go to the endpoint a kept-alive connection was dialled to, maybe
+        the other node's), and a checked write is still decided: an over-budget VMInstance is
+        refused with the webhook's message."""
         webhook, controller = guarded["webhook"], guarded["controller"]
         assert probe(plane, guarded["tenant"], [(webhook, 8443, ""), (controller, 8080, ""),
                                                 (controller, 8080, "/metrics")]) == ["timeout"] * 3
