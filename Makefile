@@ -128,7 +128,7 @@ $(DIST)/cert-manager-controller-image/index.json: $(BIN)/cert-manager-controller
 # cozyrender's stand-in for cozystack-api (tools/aggapi): an aggregated API server on
 # k8s.io/apiserver v0.35.4 serving apps.cozystack.io, and its image
 # dist/cozystack-apps-apiserver-image{/,.tar} (tools/image/build.py: the one binary).
-# `make cluster AGGAPI=1` runs it on the node instead of the stand-in CRDs. Built as
+# `make cluster` runs it on the node (no stand-in CRDs there). Built as
 # kube-apiserver is (cgo on, -trimpath), with its dependencies at the versions
 # tools/controlplane/kubernetes resolves, so every package it shares with kube-apiserver comes
 # from the Go build cache; linked statically (the image holds no libc; glibc's linker warns
@@ -146,19 +146,23 @@ $(DIST)/cozystack-apps-apiserver-image/index.json: $(BIN)/cozystack-apps-apiserv
 
 # A live cluster with the webhook; `make cluster-down` stops it. The control plane on loopback,
 # a node (containerd, kubelet, kube-scheduler, CNI bridge, device plugin advertising 4
-# nvidia.com/GA100) and the webhook chart installed by Helm 4 with two pods from the image, its
-# NetworkPolicy (type kubernetes) enforced on the node by kube-network-policies.
+# nvidia.com/GA100) and the webhook chart installed by Helm 4 with two pods from the image.
+# The image and the chart come from a private registry on loopback (TLS, basic auth:
+# tools/controlplane/registry.py): the image pushed there by skopeo and pulled by digest by the
+# node's containerd with the chart's imagePullSecrets, the chart pushed by `helm push` and
+# installed with `helm install oci://...`.
+# Its NetworkPolicy (type kubernetes) is enforced on the node by kube-network-policies.
 # Needs root (the node: cgroups, a bridge, mounts); see docs/guides/install.md.
-# `make cluster AGGAPI=1` serves apps.cozystack.io from the aggregated API server in a pod
-# (tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs.
+# apps.cozystack.io is served as on Cozystack, by an aggregated API server in a pod (tools/aggapi,
+# cozystack-api's stand-in; tools/controlplane/aggapi.py), which calls the webhook: no stand-in CRDs.
 # `make cluster FLUX=1` adds helm-controller, the Flux CRDs and the tenant chart as its
 # ExternalArtifact (docs/guides/flux-injection.md); `make cluster-injection-on|off` then do what
 # `helm upgrade --set fluxInjection=true|false` does to the chart's webhook configurations.
 CLUSTER_DIR ?= .cache/cluster
 CLUSTER_GPUS := --gpu nvidia.com/GA100=4 --dra-gpus 4
-cluster: venv binaries controlplane flux-controllers node image $(if $(AGGAPI),aggapi)
-	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node --network-policy $(CLUSTER_GPUS) $(if $(FLUX),--flux) \
-	  $(if $(AGGAPI),--aggapi)
+cluster: venv binaries controlplane flux-controllers node image aggapi
+	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node --aggapi --registry --network-policy $(CLUSTER_GPUS) \
+	  $(if $(FLUX),--flux)
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
 cluster-injection-on cluster-injection-off: cluster-%:
@@ -199,10 +203,14 @@ dist: venv binaries
 
 # The node's and the image build's Debian packages: mmdebstrap (the image's root filesystem),
 # umoci and skopeo (unpack and inspect OCI layouts), runc, containerd and the CNI plugins
-# (bridge, host-local, loopback) for the test node, iproute2 and iptables for its pod network.
-# CI runs as root on a fresh machine.
-NODE_PACKAGES := mmdebstrap umoci skopeo runc containerd containernetworking-plugins iproute2 iptables
-NODE_TOOLS := /usr/bin/mmdebstrap /usr/bin/umoci /usr/bin/skopeo /usr/sbin/runc /usr/bin/containerd /usr/lib/cni/bridge
+# (bridge, host-local, loopback) for the test node, iproute2 and iptables for its pod network;
+# docker-registry (distribution 2.8) and apache2-utils' htpasswd (bcrypt, as distribution's
+# htpasswd authentication requires) for the node's private registry (tools/controlplane/registry.py),
+# which skopeo pushes the image to. CI runs as root on a fresh machine.
+NODE_PACKAGES := mmdebstrap umoci skopeo runc containerd containernetworking-plugins iproute2 iptables \
+  docker-registry apache2-utils
+NODE_TOOLS := /usr/bin/mmdebstrap /usr/bin/umoci /usr/bin/skopeo /usr/sbin/runc /usr/bin/containerd /usr/lib/cni/bridge \
+  /usr/bin/docker-registry /usr/bin/htpasswd
 node-packages: $(NODE_TOOLS)
 $(NODE_TOOLS) &:
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(NODE_PACKAGES)

@@ -60,10 +60,10 @@ class ControllerPlane:
                                    f"system:serviceaccount:{namespace}:cozyrender-controller",
                                    organizations=("system:serviceaccounts", f"system:serviceaccounts:{namespace}"),
                                    client=True)
-        from cluster import _kubeconfig
+        from common import client_kubeconfig
 
         self.kubeconfig = plane.dir / f"controller-kubeconfig-{namespace}"
-        self.kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", cert, key,
+        self.kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(plane.server, plane.pki / "ca.crt", cert, key,
                                                               "cozyrender-controller")))
         self.replicas: dict[str, int] = {}  # name -> metrics port
 
@@ -85,7 +85,7 @@ class ControllerPlane:
     def start(self, name: str, controllers: str = "status,licenses,metrics", *extra: str) -> int:
         """A replica run as the chart's Deployment runs it (its args), on a
         local port, with the test's short lease timings and `controllers`."""
-        from cluster import free_port
+        from common import free_port
 
         port = free_port()
         self.replicas[name] = port

@@ -63,3 +63,59 @@ def apps_path(plural: str, namespace: str, name: str | None = None) -> str:
 
 
 GPUCLASSES = "/apis/cozystack.io/v1alpha1/gpuclasses"
+
+
+class Changes:
+    """Watches on API collections (`paths`, e.g. a namespace's pods), each
+    event waking a waiter: a test waiting for the cluster re-checks its
+    condition when something it reads has changed, not on a timer (issue 36
+    item 3). Use `clear()` before reading the state, then `wait()`: an event
+    in between is never missed. A watch the server ends is opened again."""
+
+    def __init__(self, api: KubeAPI, paths: list[str]) -> None:
+        self.api = api
+        self.event = threading.Event()
+        self.events = 0
+        self._stopped = threading.Event()
+        self._connections: list[http.client.HTTPSConnection] = []
+        self._threads = [threading.Thread(target=self._watch, args=(path,), daemon=True) for path in paths]
+        for thread in self._threads:
+            thread.start()
+
+    def _watch(self, path: str) -> None:
+        separator = "&" if "?" in path else "?"
+        while not self._stopped.is_set():
+            conn = http.client.HTTPSConnection(self.api.host, self.api.port, context=self.api.context, timeout=300)
+            self._connections.append(conn)
+            try:
+                conn.request("GET", f"{path}{separator}watch=1", headers={"Accept": "application/json"})
+                response = conn.getresponse()
+                while not self._stopped.is_set():
+                    line = response.readline()
+                    if not line:
+                        break
+                    self.events += 1
+                    self.event.set()
+            except (OSError, http.client.HTTPException):
+                if not self._stopped.is_set():
+                    self._stopped.wait(0.5)  # the server went (a restarted API server): watch again
+            finally:
+                conn.close()
+                self._connections.remove(conn)
+
+    def clear(self) -> None:
+        self.event.clear()
+
+    def wait(self, timeout: float) -> bool:
+        """Until an event arrives (True) or `timeout` seconds pass (False)."""
+        return self.event.wait(timeout)
+
+    def close(self) -> None:
+        self._stopped.set()
+        for conn in list(self._connections):
+            try:
+                conn.sock and conn.sock.shutdown(2)
+            except OSError:
+                pass
+        for thread in self._threads:
+            thread.join(timeout=5)

@@ -3,7 +3,7 @@ loopback against the test control plane (no node: it cannot be registered by an 
 whose endpoints may not be loopback addresses, so it is asked directly, with the admin's client
 certificate, which it authenticates with the cluster's client CA read from kube-apiserver's
 `extension-apiserver-authentication` ConfigMap and authorizes by SubjectAccessReview).
-tests/test_node_aggapi.py runs it as a pod behind the APIService, with the webhook.
+tests/node_aggapi_checks.py (run on tests/test_node_cluster.py's plane) runs it as a pod behind the APIService, with the webhook.
 
 - it serves the four kinds, namespaced, with Cozystack's plurals;
 - a spec is stored as written (unknown fields kept, nothing defaulted) in etcd under its own
@@ -68,7 +68,7 @@ class Server:
 
 @pytest.fixture(scope="module")
 def server(apiserver, tmp_path_factory):
-    from cluster import free_port
+    from common import free_port
 
     if not BINARY.exists():
         pytest.fail(f"{BINARY} is missing: run `make aggapi`")
@@ -122,7 +122,7 @@ def test_it_serves_the_four_kinds_namespaced_with_cozystacks_plurals(server):
 
 
 def test_a_spec_is_stored_as_written_under_its_own_etcd_prefix(server, apiserver):
-    from test_node_aggapi import etcd_keys
+    from node_aggapi_checks import etcd_keys
 
     spec = {"gpus": [{"class": "a100", "count": 2}], "notInTheSchema": {"kept": [1, "two"]}}
     status, body = server.request("POST", path("vminstances"), {

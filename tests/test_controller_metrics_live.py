@@ -77,7 +77,7 @@ def cp(tmp_path_factory):
         controllers.patch("/api/v1/namespaces/tenant-acme-ml/pods/vm-train",  # as its kubelet reports it
                           {"status": {"phase": "Running"}}, "status")
         ports = [controllers.start(name) for name in ("controller-a", "controller-b")]
-        from cluster import free_port
+        from common import free_port
 
         controllers.webhook = free_port()  # a webhook replica for its metrics, registering nothing
         cert, key = plane.webhook_serving_cert

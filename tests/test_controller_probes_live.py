@@ -9,7 +9,7 @@ reachable. The leader, on a direct path, stays Ready throughout.
 
 On the node (a pod whose `kubernetes` Service is not routed) this is the
 state the chart's controller pods were in while showing Ready; the node test
-(tests/test_node_controller.py) runs the pods as the chart deploys them."""
+(tests/node_controller_checks.py) runs the pods as the chart deploys them."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def probe(cp: ControllerPlane, name: str, path: str) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def cp(tmp_path_factory):
     plane = start_plane(tmp_path_factory)  # puts tools/controlplane on the path
-    from cluster import free_port
+    from common import free_port
 
     controllers = ControllerPlane(plane)
     try:
@@ -88,7 +88,7 @@ def test_a_replica_that_cannot_reach_the_api_server_is_not_ready_and_ready_again
 
 def test_a_replica_is_not_ready_before_its_first_answer(cp, tmp_path):
     """A replica pointed at an address nothing serves never becomes Ready."""
-    from cluster import free_port
+    from common import free_port
 
     config = yaml.safe_load(cp.kubeconfig.read_text())
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"

@@ -200,3 +200,51 @@ def test_the_docs_lead_with_reading_the_cluster():
         assert text.index("check --kubeconfig") < text.index(state_export()), page
     nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     assert nav
+
+
+# ---------------------------------------------------------------- files and names cited (issue 33 item 7)
+
+# Files the docs name that are not in a checkout: what `make dist` writes under dist/.
+OUTSIDE_CHECKOUT = {"charts/index.yaml"}  # dist/charts/index.yaml, the chart repository index
+CITED = re.compile(r"(?<![\w/.<>-])((?:docs|charts|cozyrender|tools|tests|examples|bench)/[\w./-]*[\w-]"
+                   r"\.(?:md|py|yaml|yml|go|json|txt|tpl))\b(?!@)")  # `path@commit`: another repository's file
+
+
+def test_every_file_the_docs_charts_and_package_cite_exists():
+    """A path into the repository named in the docs, the charts (their comments
+    included) or the package's docstrings and messages is a file that exists:
+    `controller-rbac.yaml` once cited a page that was never written."""
+    sources = [ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "SECURITY.md", *sorted((ROOT / "docs").rglob("*.md")),
+               *sorted(p for p in (ROOT / "charts").rglob("*") if p.is_file()),
+               *sorted((ROOT / "cozyrender").rglob("*.py"))]
+    cited = [(str(path.relative_to(ROOT)), match.group(1)) for path in sources
+             for match in CITED.finditer(path.read_text(encoding="utf-8", errors="replace"))]
+    assert len(cited) > 100
+    assert [(where, path) for where, path in cited
+            if not (ROOT / path).exists() and path not in OUTSIDE_CHECKOUT] == []
+
+
+def test_the_docs_name_the_ledger_as_it_is_kept():
+    """The ledger is one ConfigMap per pool root (cozyrender/webhook/ledger.py):
+    the runbook and the threat model name its shards by the ledger's prefix, and
+    the single ConfigMap of earlier versions is named only as such."""
+    from cozyrender.webhook.ledger import DEFAULT_PREFIX
+
+    for page in ("docs/runbooks.md", "docs/concepts/threat-model.md", "docs/guides/in-the-cluster.md"):
+        assert f"`{DEFAULT_PREFIX}-<" in (ROOT / page).read_text(), page
+    old = [(str(path.relative_to(ROOT)), line) for path in doc_files()
+           for line in path.read_text(encoding="utf-8").split("\n\n") if "cozyrender-reservations" in line]
+    assert all("earlier versions" in paragraph for _, paragraph in old), old
+
+
+def test_the_changelog_and_the_security_policy_link_what_exists():
+    """CHANGELOG.md and SECURITY.md sit outside the site: their links are held here."""
+    for page in ("CHANGELOG.md", "SECURITY.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        local = [link for link in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text) if "://" not in link]
+        assert local and [link for link in local if not (ROOT / link).exists()] == [], page
+    security = (ROOT / "SECURITY.md").read_text(encoding="utf-8")
+    assert "docs/concepts/threat-model.md" in security
+    from cozyrender import __version__
+    major_minor = ".".join(__version__.split(".")[:2])
+    assert f"| {major_minor}.x " in security, "the supported versions name the version in the tree"

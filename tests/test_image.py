@@ -1,11 +1,14 @@
 """The cozyrender image built here (tools/image/build.py, `make image`): reproducible, valid OCI,
 non-root, labelled, and it runs with runc: `cozyrender --version`, and the webhook serving
-/readyz against a real control plane."""
+/readyz against a real control plane. Its SBOM (tools/image/sbom.py) lists exactly the Debian
+packages dpkg records in the image's root and the wheels pip installed there, read back here
+by other readers (`dpkg-query` against the image's dpkg database, `importlib.metadata`)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import ssl
 import subprocess
@@ -64,6 +67,7 @@ def test_same_inputs_give_the_same_digest(image, tmp_path):
     for name in ("index.json", "oci-layout"):
         assert (tmp_path / "cozyrender-image" / name).read_bytes() == (image[0] / name).read_bytes()
     assert (tmp_path / "cozyrender-image.tar").read_bytes() == (DIST / "cozyrender-image.tar").read_bytes()
+    assert (tmp_path / "cozyrender-image.cdx.json").read_bytes() == (DIST / "cozyrender-image.cdx.json").read_bytes()
 
 
 def test_image_config_is_non_root_with_entrypoint_and_labels(image):
@@ -97,6 +101,44 @@ def test_layout_is_valid_for_umoci_and_the_files_are_owned_right(bundle):
     # The bytecode is there (a read-only root never writes it) and records no timestamp.
     pycs = list((rootfs / "usr" / "local" / "lib" / "python3.11" / "dist-packages" / "cozyrender").glob("__pycache__/cli.*.pyc"))
     assert pycs and int.from_bytes(pycs[0].read_bytes()[4:8], "little") & 0b1  # hash-based flag
+
+
+def test_the_sbom_lists_exactly_the_images_debian_packages_and_wheels(bundle):
+    """The SBOM in the image (and the same one beside the layout), valid CycloneDX 1.6, against
+    what the image's own dpkg database and site folder say was installed: nothing missing,
+    nothing extra, nothing twice."""
+    from cyclonedx.schema import SchemaVersion
+    from cyclonedx.validation.json import JsonStrictValidator
+    from importlib.metadata import distributions
+    import sbom
+
+    _, rootfs = bundle
+    text = (rootfs / sbom.SBOM_PATH).read_text()
+    assert text == (DIST / "cozyrender-image.cdx.json").read_text()
+    assert JsonStrictValidator(SchemaVersion.V1_6).validate_str(text) is None
+    document = json.loads(text)
+    assert document["metadata"]["component"]["name"] == "cozyrender"
+    purls = [c["purl"] for c in document["components"]]
+    assert len(purls) == len(set(purls))
+    listed_debs = sorted(p for p in purls if p.startswith("pkg:deb/"))
+    listed_wheels = sorted(p for p in purls if p.startswith("pkg:pypi/"))
+    assert len(listed_debs) + len(listed_wheels) == len(purls)
+
+    query = subprocess.run(["dpkg-query", f"--admindir={rootfs / 'var' / 'lib' / 'dpkg'}", "-W", "-f",
+                            "${db:Status-Abbrev}|${Package}|${Version}|${Architecture}\\n"],
+                           capture_output=True, text=True, check=True)
+    installed = [line.split("|") for line in query.stdout.splitlines()]
+    from packageurl import PackageURL
+
+    debs = sorted(PackageURL("deb", "debian", name, version, {"arch": arch, "distro": "debian-12"}).to_string()
+                  for status, name, version, arch in installed if status.strip() == "ii")
+    assert "python3" in {name for _, name, _, _ in installed}
+    assert listed_debs == debs
+    site = rootfs / "usr" / "local" / "lib" / "python3.11" / "dist-packages"
+    wheels = sorted(PackageURL("pypi", None, re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(), d.version).to_string()
+                    for d in distributions(path=[str(site)]))
+    assert f"pkg:pypi/cozyrender@{build.version()}" in wheels
+    assert listed_wheels == wheels
 
 
 def test_runs_cozyrender_version_with_runc(bundle, tmp_path):

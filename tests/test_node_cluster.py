@@ -12,8 +12,7 @@ from the image built here, as `make cluster` gives it.
   namespace reaches neither the webhook's port nor the controller's metrics port (its connections
   time out), while kube-apiserver still reaches the webhook pod there (checked writes decided by
   it); a scraper let in by `networkPolicy.extraIngress` reads both, and its unlabelled neighbour
-  cannot. The probing pods run on the first node beside the pods they probe (the enforcer's node;
-  a pod reaches only its own node's bridge);
+  cannot. The probing pods run on the first node, beside the pods they probe;
 - 20 concurrent creates into a budget of 10 admit exactly 10, spread over both pods;
 - a webhook pod deleted during concurrent writes, and `helm upgrade` (a rolling update) during
   them: nothing over-admitted, nothing lost, the Deployment back at two ready pods;
@@ -49,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from kubeapi import KubeAPI, apps_path
+from kubeapi import Changes, KubeAPI, apps_path
 import test_webhook_live
 from test_webhook_live import A100, stored, vm_body
 
@@ -68,15 +67,22 @@ RELEASE = "cozyrender-webhook"
 
 
 # Own plane (issue 36): the machine has one plane's nodes; the cert-manager module installs the same
-# release. Two nodes: the second (no GPUs, node.py) is where a drain moves a replica to.
+# release. Two nodes: the second (no GPUs, node.py) is where a drain moves a replica to. The apps
+# are served as `make cluster` serves them, by the aggregated server in a pod (aggapi.py): every
+# budget test here goes through the caller Cozystack has, and node_aggapi_checks' tests run here.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     from cluster import ControlPlane
 
+    import aggapi
+    if not aggapi.image().exists():
+        pytest.fail(f"{aggapi.image()} is missing: run `make aggapi`")
     plane = ControlPlane(tmp_path_factory.mktemp("node-cluster"), BIN, webhook_replicas=2, node=True, gpus={GPU: 4},
-                         nodes=2, network_policy=True)
+                         nodes=2, aggapi=True, network_policy=True)
     plane.start()
+    WATCHED[id(plane)] = Changes(KubeAPI(plane), list(WEBHOOK_WATCHES))
     yield plane
+    WATCHED.pop(id(plane)).close()
     plane.stop()
 
 
@@ -95,14 +101,37 @@ def kubectl_json(plane, *args: str) -> dict:
     return json.loads(plane.kubectl(*args, "-o", "json").stdout)
 
 
-def wait_for(what: str, probe, timeout: float = 180.0):
+def wait_for(what: str, probe, timeout: float = 180.0, changes: Changes | None = None):
+    """`probe()` until it gives something true, at most `timeout` s. With `changes` (watches of what
+    the probe reads), it is asked again when one of them changes (or every 5 s, for what no watch
+    sees); without, every 0.5 s."""
     deadline = time.monotonic() + timeout
     while True:
+        if changes is not None:
+            changes.clear()  # before reading: a change while the probe reads wakes the next wait at once
         value = probe()
         if value:
             return value
-        assert time.monotonic() < deadline, f"{what}: not after {timeout:.0f} s"
-        time.sleep(0.5)
+        left = deadline - time.monotonic()
+        assert left > 0, f"{what}: not after {timeout:.0f} s"
+        if changes is not None:
+            changes.wait(min(left, 5.0))
+        else:
+            time.sleep(min(left, 0.5))
+
+
+# The webhook's namespace (its Deployment, ReplicaSets, pods, configuration ConfigMaps) and the
+# webhook configurations, watched for each plane while it runs: what wait_webhook's probes read.
+WEBHOOK_WATCHES = (f"/apis/apps/v1/namespaces/{NAMESPACE}/deployments", f"/apis/apps/v1/namespaces/{NAMESPACE}/replicasets",
+                   f"/api/v1/namespaces/{NAMESPACE}/pods",
+                   "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations",
+                   "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations")
+WATCHED: dict[int, Changes] = {}
+
+
+def wait_webhook(plane, what: str, probe, timeout: float = 180.0):
+    """wait_for, woken by the changes of the webhook's objects on `plane` (WEBHOOK_WATCHES)."""
+    return wait_for(what, probe, timeout, WATCHED.get(id(plane)))
 
 
 def make_tenant(api: KubeAPI, name: str, quotas: dict) -> str:
@@ -380,8 +409,8 @@ def probe(plane, pod: dict, targets: list[tuple[str, int, str]]) -> list[str]:
 def guarded(plane, api) -> dict:
     """The probing pods (a tenant's; the scraper the plane's extraIngress names and an unlabelled
     neighbour in its namespace) Running beside a webhook pod and a controller pod on the first
-    node, the enforcer's, and those two pods' addresses; the pods gone after the class (a later
-    drain of the node would refuse bare pods)."""
+    node, and those two pods' addresses; the pods gone after the class (a later drain of the node
+    would refuse bare pods)."""
     tenant = make_tenant(api, "netpol", {A100: 1})
     namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SCRAPER["namespace"]}}]
     pods = {"tenant": probe_pod("probe", tenant), "scraper": probe_pod("scraper", SCRAPER["namespace"], SCRAPER["labels"]),
@@ -503,7 +532,7 @@ def test_a_webhook_pod_deleted_during_writes_loses_nothing_and_admits_no_more(pl
     admitted = sorted(name for name, status in results.items() if status == 201)
     assert admitted == names, (results, names)  # every admitted write stored, nothing stored unadmitted
     assert len(names) == 10, (results, names)  # the budget filled exactly: not over, no write lost for good
-    wait_for("the Deployment back at 2 ready pods", lambda: deployment_settled(plane))
+    wait_webhook(plane, "the Deployment back at 2 ready pods", lambda: deployment_settled(plane))
     assert victim not in {p["metadata"]["name"] for p in webhook_pods(plane)}
 
 
@@ -524,7 +553,7 @@ def test_helm_upgrade_during_writes_rolls_the_pods_and_admits_no_more(plane, api
     upgrade[0].shutdown()
     admitted = sorted(name for name, status in results.items() if status == 201)
     assert admitted == names and len(names) == 10, (results, names)
-    wait_for("the upgraded Deployment settled", lambda: deployment_settled(plane))
+    wait_webhook(plane, "the upgraded Deployment settled", lambda: deployment_settled(plane))
     pods = webhook_pods(plane)
     assert not before & {p["metadata"]["name"] for p in pods}, (before, pods)  # every pod replaced
     assert all("--reservation-ttl=61" in p["spec"]["containers"][0]["args"] for p in pods)
@@ -554,7 +583,7 @@ def test_rollouts_and_an_upgrade_refuse_no_fitting_write(plane, api):
         plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE,
                         "--wait", "--timeout", "5m", values=values)
         plane.node.webhook_values = values
-        wait_for("the upgraded Deployment settled", lambda: deployment_settled(plane))
+        wait_webhook(plane, "the upgraded Deployment settled", lambda: deployment_settled(plane))
         marks.append(time.monotonic())
         time.sleep(3)
     finally:
@@ -665,7 +694,7 @@ def test_a_replica_paused_past_the_timeout_never_locks_its_tenants_out(plane, ap
         finally:
             os.kill(pid, signal.SIGCONT)
         resumed_at = time.monotonic()
-        wait_for("the paused pod Ready again", lambda: deployment_settled(plane))
+        wait_webhook(plane, "the paused pod Ready again", lambda: deployment_settled(plane))
         settled_at = time.monotonic()
         time.sleep(5)
     finally:
@@ -694,7 +723,7 @@ def spread(plane) -> bool:
     still put both on one node, that node is cordoned and one replica deleted, so the ReplicaSet's
     new one lands on the other (the PodDisruptionBudget keeps one serving meanwhile). Returns whether
     the scheduler had spread them itself."""
-    wait_for("the Deployment settled", lambda: deployment_settled(plane))
+    wait_webhook(plane, "the Deployment settled", lambda: deployment_settled(plane))
     placed = nodes_of(plane)
     if len(set(placed.values())) == 2:
         return True
@@ -729,7 +758,7 @@ def test_a_node_drained_during_writes_refuses_no_fitting_write(plane, api, recor
         record_property("drain_s", round(time.monotonic() - started, 1))
         record_property("drained", drained)
         try:
-            wait_for("the Deployment settled on the other node", lambda: deployment_settled(plane))
+            wait_webhook(plane, "the Deployment settled on the other node", lambda: deployment_settled(plane))
             placed = nodes_of(plane)
             time.sleep(3)
         finally:
@@ -756,7 +785,7 @@ def test_a_pod_that_cannot_sync_its_cache_is_never_ready_and_gets_no_requests(pl
                       {"name": "KUBERNETES_SERVICE_PORT", "value": "1"}]}
     plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE, values=broken)
     try:
-        new = wait_for("the new pod started", lambda: [p for p in webhook_pods(plane)
+        new = wait_webhook(plane, "the new pod started", lambda: [p for p in webhook_pods(plane)
                                                        if p["metadata"]["name"] not in old
                                                        and p["status"].get("podIP")
                                                        and any(s.get("state", {}).get("running")
@@ -778,7 +807,7 @@ def test_a_pod_that_cannot_sync_its_cache_is_never_ready_and_gets_no_requests(pl
     finally:
         plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE,
                         "--wait", "--timeout", "5m", values=plane.node.webhook_values)
-    wait_for("the Deployment settled again", lambda: deployment_settled(plane))
+    wait_webhook(plane, "the Deployment settled again", lambda: deployment_settled(plane))
 
 
 # -- operating it: rolling back, and the install order ---------------------------------
@@ -847,9 +876,9 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
     upgraded = {**plane.node.webhook_values, "image": newer, "timeoutSeconds": 9, "fluxInjection": True}
     plane.node.helm("upgrade", RELEASE, str(ROOT / "charts" / "cozyrender-webhook"), "-n", NAMESPACE,
                     "--wait", "--timeout", "5m", values=upgraded)
-    wait_for("the upgraded Deployment settled", lambda: deployment_settled(plane))
+    wait_webhook(plane, "the upgraded Deployment settled", lambda: deployment_settled(plane))
     assert {c["image"] for p in webhook_pods(plane) for c in p["spec"]["containers"]} == {newer}
-    wait_for("the new revision's configurations registered", lambda: validating_timeout(plane) == 9 and registered(
+    wait_webhook(plane, "the new revision's configurations registered", lambda: validating_timeout(plane) == 9 and registered(
         plane) == BOTH and mutating_webhooks(plane) == [LICENSES, POSTRENDERERS], 60)
 
     tools = tmp_path / "tools"
@@ -899,13 +928,13 @@ def test_rolling_back_a_version_with_the_runbooks_commands(plane, api, tmp_path)
           f"over budget, {len(closed)} refused failing closed {closed[:3]}")
     assert len(admitted) + len(budget) + len(closed) == len(answers)
     assert all(status in (403, 500, 503, 504) for status, _ in closed), closed
-    wait_for("the rolled-back Deployment settled", lambda: deployment_settled(plane))
+    wait_webhook(plane, "the rolled-back Deployment settled", lambda: deployment_settled(plane))
     pods = webhook_pods(plane)
     assert not before & {p["metadata"]["name"] for p in pods}, (before, pods)  # every pod replaced
     assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {image}
-    wait_for("the rolled-back configuration registered", lambda: validating_timeout(plane) == 10, 60)
+    wait_webhook(plane, "the rolled-back configuration registered", lambda: validating_timeout(plane) == 10, 60)
     # the rollback turned injection off: the postrenderers webhook is gone (the license webhook stays)
-    wait_for("the postrenderers webhook removed", lambda: mutating_webhooks(plane) == [LICENSES], 60)
+    wait_webhook(plane, "the postrenderers webhook removed", lambda: mutating_webhooks(plane) == [LICENSES], 60)
     history = json.loads(plane.node.helm("history", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
     assert history[-1]["status"] == "deployed" and history[-1]["description"] == f"Rollback to {good}", history[-1]
     # and enforcing after it
@@ -919,7 +948,7 @@ def uninstall(plane) -> None:
     still runs as a ready replica, so it would register the configuration of a release installed
     again meanwhile (docs/guides/in-the-cluster.md, "Uninstalling")."""
     plane.node.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m")
-    wait_for("the uninstalled release's webhook pods gone", lambda: kubectl_json(
+    wait_webhook(plane, "the uninstalled release's webhook pods gone", lambda: kubectl_json(
         plane, "-n", NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/name=cozyrender-webhook")["items"] == [], 120)
 
 
@@ -950,7 +979,7 @@ def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_fail
 
     try:
         uninstall(plane)
-        wait_for("the configuration deleted with the chart", lambda: registered(plane) == [], 60)
+        wait_webhook(plane, "the configuration deleted with the chart", lambda: registered(plane) == [], 60)
         admitted_unchecked("no-webhook")
 
         broken = {**plane.node.webhook_values, "image": "cozyrender.local/not-on-this-node:0"}
@@ -985,7 +1014,7 @@ def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_fail
             plane.node.helm("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "3m", check=False)
         plane.node.helm("install", RELEASE, chart, "-n", NAMESPACE, "--wait", "--timeout", "5m",
                         values=plane.node.webhook_values)
-    wait_for("the Deployment settled", lambda: deployment_settled(plane))
+    wait_webhook(plane, "the Deployment settled", lambda: deployment_settled(plane))
     assert registered(plane) == BOTH  # the license webhook is always registered beside the validating one
     wait_cached_tenant(plane, namespace)
     answers = []
@@ -995,3 +1024,25 @@ def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_fail
         return answers[-1][0] == 403 and "exceeded GPU budget" in answers[-1][1].get("message", "")
 
     wait_for(f"the write refused by the reinstalled webhook ({answers[-1:]})", refused, 30)
+
+
+# The aggregated server's own tests, on this plane (tests/node_aggapi_checks.py). The one that
+# takes the server's client certificate away and gives it back runs after the others.
+from node_aggapi_checks import (  # noqa: E402,F401
+    test_a_spec_against_the_kinds_schema_is_refused_by_the_aggregated_server,
+    test_a_tenant_and_a_vm_within_the_budget_are_admitted_and_stored_under_its_etcd_prefix,
+    test_a_vm_past_the_budget_is_refused_with_the_webhooks_message,
+    test_the_apps_group_is_served_by_the_aggregated_server_in_a_pod,
+    test_without_its_client_certificate_the_aggregated_server_fails_closed,
+)
+
+
+# The controller as the chart deploys it (tests/node_controller_checks.py), on this plane. Last:
+# its last test cuts every pod off from the API server for a while.
+from node_controller_checks import (  # noqa: E402,F401
+    test_the_controller_pods_take_the_charts_env_and_are_ready,
+    test_a_gpuclass_gets_its_status_and_the_leaders_metrics_say_the_same,
+    test_an_entitled_namespace_gets_its_license_copy,
+    test_prometheus_scrapes_the_pods_through_the_charts_servicemonitor,
+    test_with_the_api_server_unreachable_the_controller_pods_are_not_ready,
+)

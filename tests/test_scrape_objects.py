@@ -5,7 +5,7 @@ connection (honor_labels, the Service selector, the port, scheme, path, interval
 server name); the scraper's `overrideHonorLabels` turns honor_labels off; the CA is read from the
 Secret (cert-manager) or the ConfigMap the object names, under each operator's asset name; a
 field the port does not cover is refused. The live scrape through them:
-tests/test_node_controller.py."""
+tests/node_controller_checks.py."""
 
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def test_the_webhook_fails_closed_for_the_apps_kinds_in_tenant_namespaces(helm4:
     assert sorted(hooks) == ["budgets.cozyrender.io", "pods.budgets.cozyrender.io",
                              "resourceclaims.budgets.cozyrender.io", "resourceclaimtemplates.budgets.cozyrender.io",
                              "vms.budgets.cozyrender.io"]
-    for hook in hooks.values():  # the other doors (tests/test_webhook_doors_chart.py) fail closed alike
+    for hook in hooks.values():  # the other doors (live: tests/test_webhook_doors_live.py) fail closed alike
         assert hook["failurePolicy"] == "Fail" and hook["sideEffects"] == "NoneOnDryRun"
         assert hook["timeoutSeconds"] <= 10 and hook["admissionReviewVersions"] == ["v1"]
         assert hook["clientConfig"] == hooks["budgets.cozyrender.io"]["clientConfig"]

@@ -22,7 +22,7 @@ def webhook_client(tmp_path_factory):
     from cozyrender.kube.client import make_client
 
     plane = start_plane(tmp_path_factory)  # puts tools/controlplane on the path
-    from cluster import _kubeconfig
+    from common import client_kubeconfig
 
     try:
         cp = ControllerPlane(plane)
@@ -33,7 +33,7 @@ def webhook_client(tmp_path_factory):
         cert, key = plane.ca.issue("webhook-client", WEBHOOK_USER, organizations=(
             "system:serviceaccounts", f"system:serviceaccounts:{NAMESPACE}"), client=True)
         config = plane.dir / "webhook-sa-kubeconfig"
-        config.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", cert, key, "webhook")))
+        config.write_text(yaml.safe_dump(client_kubeconfig(plane.server, plane.pki / "ca.crt", cert, key, "webhook")))
         client = make_client(str(config))
         wait_for(lambda: _policy_active(client), what="the ledger policy in force (policies load asynchronously)")
         yield client, cp

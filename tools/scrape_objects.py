@@ -3,7 +3,7 @@ item 3). No operator runs here, so this is the operator's step, ported: a render
 ServiceMonitor (monitoring.coreos.com/v1) becomes the Prometheus `scrape_configs` entries
 prometheus-operator writes for it, and a rendered VMServiceScrape
 (operator.victoriametrics.com/v1beta1) the ones VictoriaMetrics' operator writes for vmagent
-(which reads Prometheus' scrape_configs). tests/test_node_controller.py runs Debian's Prometheus
+(which reads Prometheus' scrape_configs). tests/node_controller_checks.py runs Debian's Prometheus
 with the result against the node plane, so the labels a series keeps there are the ones a
 hoster's operator-run scraper keeps.
 

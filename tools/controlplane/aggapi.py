@@ -33,6 +33,8 @@ from pathlib import Path
 
 import yaml
 
+from common import free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 NAMESPACE = "cozy-system"
@@ -152,9 +154,14 @@ def manifests(plane, etcd: str) -> list[dict]:
          "data": spec_schemas()},
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": {"name": NAME, "namespace": NAMESPACE, "labels": LABELS},
-         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": NAME}},
+         "spec": {"replicas": replicas(plane), "selector": {"matchLabels": {"app": NAME}},
                   "template": {"metadata": {"labels": LABELS}, "spec": {
                       "serviceAccountName": NAME, "terminationGracePeriodSeconds": 5,
+                      # One replica per node where it can (Cozystack runs two): a drained node
+                      # leaves the other serving the apps.
+                      "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                          "weight": 100, "podAffinityTerm": {"labelSelector": {"matchLabels": {"app": NAME}},
+                                                             "topologyKey": "kubernetes.io/hostname"}}]}},
                       "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
                       "containers": [{
                           "name": NAME, "image": build.aggapi_reference(), "imagePullPolicy": "Never",
@@ -188,6 +195,11 @@ def manifests(plane, etcd: str) -> list[dict]:
     ]
 
 
+def replicas(plane) -> int:
+    """One replica per node of the plane."""
+    return 1 + len(plane.extra_nodes)
+
+
 def install(plane, timeout: float = 180) -> None:
     """The image, the manifests, and a wait until the APIService is Available and discovery
     lists the four kinds."""
@@ -196,9 +208,9 @@ def install(plane, timeout: float = 180) -> None:
         raise AggAPIError("the aggregated server runs as a pod: start the plane with node=True")
     if not image().exists():
         raise AggAPIError(f"{image()} is missing: run `make aggapi`")
-    from cluster import free_port
 
-    node.ctr("images", "import", str(image()))
+    for each in (node, *plane.extra_nodes):
+        each.ctr("images", "import", str(image()))
     service = f"{NAME}.{NAMESPACE}.svc"
     plane.aggapi_serving_cert = plane.ca.issue(NAME, service, server_names=(service, f"{service}.cluster.local"))
     plane.aggapi_caller_cert = plane.webhook_caller_ca.issue(NAME, NAME, client=True)
@@ -218,14 +230,15 @@ def wait_available(plane, timeout: float = 180) -> None:
                   timeout=timeout + 30)
     plane.kubectl("wait", "--for=condition=Available", f"--timeout={int(timeout)}s", f"apiservice/{APISERVICE}",
                   timeout=timeout + 30)
-    # The Service's endpoints are the new pod's alone (a pod going away is still listed,
+    # The Service's endpoints are the new pods' alone (a pod going away is still listed,
     # not ready, until it has gone): the aggregator routes to ready endpoints only.
-    def one_endpoint() -> bool:
+    def new_endpoints() -> bool:
         slices = json.loads(plane.kubectl("-n", NAMESPACE, "get", "endpointslices", "-l",
                                           f"kubernetes.io/service-name={NAME}", "-o", "json").stdout)["items"]
         endpoints = [e for s in slices for e in s.get("endpoints") or []]
-        return len(endpoints) == 1 and endpoints[0].get("conditions", {}).get("ready") is True
-    plane._wait(f"the {NAME} Service's one ready endpoint", one_endpoint, 60)
+        return len(endpoints) == replicas(plane) and all(e.get("conditions", {}).get("ready") is True
+                                                         for e in endpoints)
+    plane._wait(f"the {NAME} Service's ready endpoints, one per replica", new_endpoints, 60)
     plurals = ("tenants", "vminstances", "kubernetesnodeses", "kuberneteses")
     plane._wait("apps.cozystack.io discovery from the aggregated server",
                 lambda: all(p in plane.kubectl("api-resources", "--api-group=apps.cozystack.io",

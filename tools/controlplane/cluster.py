@@ -21,9 +21,12 @@ Starts, each as its own process group, with every port on 127.0.0.1:
 - with `aggapi` (and a node), apps.cozystack.io served as on Cozystack by an
   aggregated API server in a pod, cozyrender's stand-in for cozystack-api
   (aggapi.py, tools/aggapi), presenting its own certificate of that CA,
-  instead of by the stand-in CRDs.
+  instead of by the stand-in CRDs;
+- with `registry` (and a node), a private registry on loopback (registry.py): the image of
+  `make image` and the webhook chart pushed to it, the node's containerd pulling the image by
+  digest with the chart's imagePullSecrets, the chart installed from `oci://` (`make cluster`).
 
-    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi] [--nodes 2]]
+    python tools/controlplane/cluster.py up [--dir .cache/cluster] [--webhook-replicas 2] [--node [--aggapi] [--nodes 2] [--registry]]
     python tools/controlplane/cluster.py down [--dir .cache/cluster]
 
 `up` returns once everything answers ready and leaves the processes running;
@@ -39,7 +42,6 @@ import base64
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -54,6 +56,7 @@ REPO = HERE.parent.parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 
+from common import ClusterError, client_kubeconfig, free_port  # noqa: E402
 from pki import CA, service_account_keys  # noqa: E402
 
 DEFAULT_BIN = REPO / ".cache" / "bin"
@@ -74,32 +77,13 @@ CHART_KINDS_APPLIED = frozenset({
 })
 
 
-class ClusterError(RuntimeError):
-    pass
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> dict:
-    return {
-        "apiVersion": "v1", "kind": "Config", "current-context": "cozyrender-test",
-        "clusters": [{"name": "cozyrender-test", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-        "contexts": [{"name": "cozyrender-test", "context": {"cluster": "cozyrender-test", "user": user}}],
-    }
-
-
 class ControlPlane:
     def __init__(self, directory: Path, bin_dir: Path = DEFAULT_BIN, webhook_replicas: int = 2,
                  webhook_args: tuple[str, ...] = (),
                  namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
                  flux: bool = False, flux_injection: bool | None = None,
                  node: bool = False, gpus: dict[str, int] | None = None, aggapi: bool = False,
-                 dra_gpus: int = 0, nodes: int = 1, network_policy: bool = False) -> None:
+                 dra_gpus: int = 0, nodes: int = 1, registry: bool = False, network_policy: bool = False) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
@@ -130,6 +114,12 @@ class ControlPlane:
         self.extra_nodes: list = []
         # apps.cozystack.io from the aggregated server in a pod (aggapi.py) instead of stand-in CRDs.
         self.aggapi = aggapi
+        # With `registry` (and a node): a private registry on loopback (registry.py); the image and
+        # the chart pushed to it, the node pulling the image and Helm installing the chart from it.
+        self.with_registry = registry
+        if registry and not node:
+            raise ClusterError("the registry serves the node: registry=True needs node=True (--node)")
+        self.registry = None
         # NetworkPolicy enforced on the node (node.py: kube-network-policies), and the chart's
         # policy of type kubernetes.
         if network_policy and not node:
@@ -200,6 +190,8 @@ class ControlPlane:
                 import flux
 
                 flux.start(self)
+            if self.with_registry:
+                self._start_registry()
             if self.node is not None:
                 self.node.start()
                 for index in range(1, self.node_count):
@@ -219,6 +211,15 @@ class ControlPlane:
             self.stop()
             raise
         return self
+
+    def _start_registry(self) -> None:
+        """The registry, the webhook image (dist/cozyrender-image, `make image`) and the webhook
+        chart pushed to it: what the node pulls and Helm installs (node.py)."""
+        from registry import Registry
+
+        self.registry = Registry(self).start()
+        self.registry.image = self.registry.push_image(REPO / "dist" / "cozyrender-image")
+        self.registry.chart = self.registry.push_chart(REPO / "charts" / "cozyrender-webhook", self.node.helm_env())
 
     def _pki(self) -> None:
         ca = self.ca = CA(self.pki)
@@ -308,10 +309,10 @@ class ControlPlane:
             *self._aggregator_args(),
             f"--cert-dir={self.pki}", "--profiling=false", "--v=1",
         ])
-        kubeconfig = _kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
+        kubeconfig = client_kubeconfig(self.server, self.pki / "ca.crt", *self.admin_cert, "admin")
         self.kubeconfig.write_text(yaml.safe_dump(kubeconfig))
         self.webhook_kubeconfig.write_text(yaml.safe_dump(
-            _kubeconfig(self.server, self.pki / "ca.crt", *self.webhook_client_cert, WEBHOOK_ACCOUNT)))
+            client_kubeconfig(self.server, self.pki / "ca.crt", *self.webhook_client_cert, WEBHOOK_ACCOUNT)))
         self._save()
         self._wait("kube-apiserver", lambda: self._https_ok(f"{self.server}/readyz", *self.admin_cert), 90)
 
@@ -325,7 +326,7 @@ class ControlPlane:
 
     def _start_controller_manager(self) -> None:
         kubeconfig = self.dir / "controller-manager-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(
+        kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(
             self.server, self.pki / "ca.crt", *self.controller_manager_cert, "system:kube-controller-manager")))
         self._spawn("kube-controller-manager", [
             str(self.bin / "kube-controller-manager"), f"--kubeconfig={kubeconfig}",
@@ -552,6 +553,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aggapi", action="store_true",
                         help="with --node: apps.cozystack.io served by the aggregated API server in a pod "
                              "(tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs")
+    parser.add_argument("--registry", action="store_true",
+                        help="with --node: a private registry on loopback (TLS, basic auth); the image and the chart "
+                             "pushed to it, the node pulling the image by digest, the chart installed from oci://")
     args = parser.parse_args(argv)
     gpus = {}
     for spec in args.gpu:
@@ -576,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
                              webhook_args=("--flux-injection",) if args.flux else (),
                              flux_injection=False if args.flux else None, node=args.node, gpus=gpus,
                              aggapi=args.aggapi, dra_gpus=args.dra_gpus, nodes=args.nodes,
-                             network_policy=args.network_policy).start()
+                             registry=args.registry, network_policy=args.network_policy).start()
     except (ClusterError, RuntimeError) as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1
@@ -585,6 +589,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"cluster: kube-apiserver {plane.server}, {args.webhook_replicas} webhook replica(s) ({where})")
     if plane.aggapi:
         print("cluster: apps.cozystack.io served by the aggregated API server cozy-system/cozystack-api (tools/aggapi)")
+    if plane.registry is not None:
+        print(f"cluster: registry {plane.registry.host} (CA {plane.registry.ca}): image {plane.registry.image[0]}@"
+              f"{plane.registry.image[1]}, chart {plane.registry.chart[0]} {plane.registry.chart[1]}")
     print(f"cluster: export KUBECONFIG={plane.kubeconfig}")
     return 0
 

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import yaml
 
+from common import ClusterError, free_port
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 ARTIFACT = "cozystack-tenant-application-default-tenant"
@@ -64,7 +66,6 @@ def rendered_kind_crd(schema_file: str, group: str, version: str, kind: str, plu
 
 def start(plane) -> None:
     """Flux's CRDs, helm-controller and the tenant chart's ExternalArtifact on `plane`."""
-    from cluster import ClusterError, free_port
 
     crds_dir = plane.bin.parent / "flux-crds"
     if not (crds_dir / ".built").exists() or not (plane.bin / "helm-controller").exists():
@@ -86,7 +87,6 @@ def start(plane) -> None:
 
 def serve_tenant_chart(plane, chart: Path = REPO / "charts" / "tenant") -> Path:
     """Package `chart`, serve it on loopback and point the ExternalArtifact at it."""
-    from cluster import ClusterError, free_port
 
     folder = plane.dir / "artifacts"
     folder.mkdir(exist_ok=True)

@@ -22,15 +22,16 @@
   nftables `queue` rule, which this kernel cannot load (CONFIG_NFT_QUEUE is not set: its table's
   batch is refused with ENOENT, logged as "syncing nftables rules" and retried); the node sends
   them there instead with the xtables NFQUEUE target (CONFIG_NETFILTER_XT_TARGET_NFQUEUE, through
-  iptables-nft): new connections forwarded on the node's bridge (bridged packets reach the IP
-  hooks through br_netfilter, bridge-nf-call-iptables=1). The node's own traffic (kube-apiserver,
+  iptables-nft): new connections forwarded into or out of each node's bridge (bridged packets
+  reach the IP hooks through br_netfilter, bridge-nf-call-iptables=1). The node's own traffic (kube-apiserver,
   the kubelet's probes) is not forwarded, so never queued, as upstream leaves root's traffic
   alone. No queue bypass: with the enforcer gone, those connections are dropped (fail closed).
   It reads the API with in-cluster configuration only, so it runs in a mount namespace of its own
   with a tmpfs over /run holding its service account's token and the CA at the in-cluster path
   (and no NRI socket: pod addresses come from the API); stopped with SIGINT, its only stop signal.
-  It enforces the policies of the first node's pods only (`--hostname-override`): one enforcer per
-  machine (upstream's table name is fixed), and a pod reaches only its own node's bridge anyway;
+  One enforcer serves every node of the plane (their bridges share the machine's network
+  namespace): it decides a packet by the policies of whichever pods own its two addresses, on any
+  node (`--hostname-override` names the plane's node, which only scopes upstream's nftables set);
 - optionally the GPU device plugin (tools/node/deviceplugin) registering resource names and
   counts with the kubelet;
 - optionally the DRA driver `gpu.cozyrender.io` (tools/node/draplugin), a kubelet plugin
@@ -76,6 +77,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from common import client_kubeconfig, free_port
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -199,6 +202,8 @@ class Node:
             self._scheduler()
             if self.plane.network_policy:
                 self._network_policy()
+        elif self.plane.network_policy:  # the enforcer runs already (the plane's node started first)
+            self._queue_to_enforcer()
         if self.gpus:
             self._device_plugin()
         if self.dra_gpus:
@@ -275,16 +280,16 @@ class Node:
                  "ipam": {"type": "host-local", "dataDir": str(self.dir / "cni" / "ipam"),
                           "ranges": [[{"subnet": f"10.250.{self.subnet_octet}.0/24",
                                        "gateway": self.gateway}]],
-                          # Only the pod network itself (and, on an extra node, the first
-                          # node's gateway: the API server's forward): nothing routes a pod elsewhere.
-                          "routes": [{"dst": f"10.250.{self.subnet_octet}.0/24"},
-                                     *([{"dst": f"{self.plane.node.gateway}/32"}] if self.index else [])]}},
+                          # The pod networks of every node (10.250.0.0/16: pod to pod across
+                          # nodes, as Kubernetes' network model asks; the host forwards between
+                          # the bridges) and the first node's gateway in it (the API server's
+                          # forward): nothing routes a pod elsewhere.
+                          "routes": [{"dst": "10.250.0.0/16"}]}},
                 {"type": "loopback"},
             ],
         }, indent=2))
 
     def _apiserver_forward(self) -> None:
-        from cluster import free_port
 
         self.apiserver_port = free_port()
         self.plane._spawn("node-apiserver-forward", [
@@ -334,6 +339,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   bin_dir = "{CNI_BIN}"
   conf_dir = "{self.dir / 'cni' / 'net.d'}"
 """
+        if self.plane.registry is not None:  # registry.py: hosts.toml per registry host, with its CA
+            config += f'{cri[:-1]}.registry]\n  config_path = "{self.plane.registry.hosts_dir}"\n'
         (root / "config.toml").write_text(config)
         self.plane._spawn(f"{self.prefix}containerd",
                           self._in_namespace(["containerd", "--config", str(root / "config.toml")]))
@@ -354,10 +361,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 
     def _import_images(self) -> None:
         for archive in self.images:
+            if self.plane.registry is not None and archive.name == "cozyrender-image.tar":
+                continue  # pulled from the registry (registry.py)
             self.ctr("images", "import", str(archive))
 
     def _kubelet(self) -> None:
-        from cluster import _kubeconfig, free_port
 
         plane = self.plane
         pki = plane.pki
@@ -366,7 +374,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         serving = plane.ca.issue(f"{self.prefix}kubelet-serving", self.name,
                                  server_names=(self.gateway, "127.0.0.1", self.name))
         kubeconfig = self.dir / "kubelet-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, pki / "ca.crt", *kubelet_client, self.name)))
+        kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(plane.server, pki / "ca.crt", *kubelet_client, self.name)))
         for hierarchy in self._cgroup_hierarchies():
             path = hierarchy / self.cgroup
             path.mkdir(exist_ok=True)
@@ -414,12 +422,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         ]))
 
     def _scheduler(self) -> None:
-        from cluster import _kubeconfig, free_port
 
         plane = self.plane
         cert = plane.ca.issue("scheduler", "system:kube-scheduler", client=True)
         kubeconfig = self.dir / "scheduler-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", *cert,
+        kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(plane.server, plane.pki / "ca.crt", *cert,
                                                          "system:kube-scheduler")))
         plane._spawn("kube-scheduler", [
             str(plane.bin / "kube-scheduler"), f"--kubeconfig={kubeconfig}",
@@ -455,9 +462,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                           "KUBERNETES_SERVICE_PORT": str(plane.ports["apiserver"])})
         plane._wait("kube-network-policies' NFQUEUE", lambda: str(NETPOL_QUEUE) in
                     [line.split()[0] for line in NFQUEUES.read_text().splitlines() if line.strip()], 60)
-        rule = netpol_rule(self.bridge)
-        self._save(netpol_rule=rule)
-        _run(["iptables", "-w", "-I", *rule])
+        self._queue_to_enforcer()
+
+    def _queue_to_enforcer(self) -> None:
+        """This node's pods' new connections (bridged between them, or routed to or from another
+        node's pods) queued to the enforcer, which evaluates the policies of whichever pods own the
+        two addresses, on any node."""
+        rules = netpol_rules(self.bridge)
+        self._save(netpol_rules=rules)
+        for rule in rules:
+            _run(["iptables", "-w", "-I", *rule])
 
     def _device_plugin(self) -> None:
         argv = [str(self.plane.bin / "cozyrender-deviceplugin"), f"--plugin-dir={DEVICE_PLUGIN_DIR}"]
@@ -467,14 +481,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
     def _dra_plugin(self) -> None:
         """The DeviceClass and the driver's RBAC (what a driver's ServiceAccount is given), then the
         driver with a client certificate of its own."""
-        from cluster import _kubeconfig
 
         plane = self.plane
         plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
                                                            "items": dra_objects()}))
         cert = plane.ca.issue("draplugin", DRA_IDENTITY, client=True)
         kubeconfig = self.dir / "draplugin-kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump(_kubeconfig(plane.server, plane.pki / "ca.crt", *cert, DRA_IDENTITY)))
+        kubeconfig.write_text(yaml.safe_dump(client_kubeconfig(plane.server, plane.pki / "ca.crt", *cert, DRA_IDENTITY)))
         kubelet_root = self.dir / "kubelet"
         plane._spawn("draplugin", [
             str(plane.bin / "cozyrender-draplugin"), f"--node-name={self.name}", f"--kubeconfig={kubeconfig}",
@@ -534,8 +547,15 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             secret = f"{release}-serving"
             plane.kubectl("-n", namespace, "create", "secret", "tls", secret, f"--cert={cert}", f"--key={key}")
             tls = {"certManager": False, "secretName": secret, "caBundle": base64.b64encode(plane.ca_pem).decode()}
+        chart, source = str(REPO / "charts" / "cozyrender-webhook"), {"image": build.image_reference(),
+                                                                       "imagePullPolicy": "Never"}
+        if plane.registry is not None:  # the image by digest and the chart from the registry (registry.py)
+            plane.registry.pull_secret(namespace, "cozyrender-registry")
+            source = {"image": plane.registry.image[0], "imageDigest": plane.registry.image[1],
+                      "imagePullPolicy": "IfNotPresent", "imagePullSecrets": [{"name": "cozyrender-registry"}]}
+            chart = plane.registry.chart[0]
         values = {
-            "image": build.image_reference(), "imagePullPolicy": "Never", "replicas": replicas,
+            **source, "replicas": replicas,
             "tls": tls,
             "env": self.pod_env(),
             # Only kube-apiserver may call the webhook: it presents the callers' CA's certificate
@@ -547,8 +567,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             **(extra_values or {}),
         }
         self.webhook_values = values
-        self.helm("install", release, str(REPO / "charts" / "cozyrender-webhook"), "--namespace", namespace,
-                  "--wait", "--timeout", timeout, values=values)
+        pinned = (("--version", plane.registry.chart[1], "--ca-file", str(plane.registry.ca))
+                  if plane.registry is not None else ())
+        self.helm("install", release, chart, *pinned, "--namespace", namespace, "--wait", "--timeout", timeout,
+                  values=values)
 
     def network_policy_values(self) -> dict:
         """The chart's plain NetworkPolicy, as enforced here: kube-apiserver reaches the pods from
@@ -620,10 +642,11 @@ def dra_objects() -> list[dict]:
     ]
 
 
-def netpol_rule(bridge: str) -> list[str]:
-    """The iptables rule (without its -I/-D) queueing new connections forwarded on `bridge` to the enforcer."""
-    return ["FORWARD", "-i", bridge, "-o", bridge, "-m", "conntrack", "--ctstate", "NEW",
-            "-j", "NFQUEUE", "--queue-num", str(NETPOL_QUEUE)]
+def netpol_rules(bridge: str) -> list[list[str]]:
+    """The iptables rules (without their -I/-D) queueing to the enforcer the new connections forwarded
+    out of and into `bridge` (a packet is queued once: the enforcer's accept ends its FORWARD chain)."""
+    return [["FORWARD", direction, bridge, "-m", "conntrack", "--ctstate", "NEW",
+             "-j", "NFQUEUE", "--queue-num", str(NETPOL_QUEUE)] for direction in ("-o", "-i")]
 
 
 def netpol_objects() -> list[dict]:
@@ -717,8 +740,8 @@ def _cleanup_node(node_dir: Path) -> None:
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     for mount in sorted((m for m in mounts if m == node_dir or m.startswith(f"{node_dir}/")), key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True)
-    if state.get("netpol_rule"):
-        _run(["iptables", "-w", "-D", *state["netpol_rule"]], check=False)
+    for rule in state.get("netpol_rules", []):
+        _run(["iptables", "-w", "-D", *rule], check=False)
     _run(["ip", "link", "del", state["bridge"]], check=False)
     for hierarchy in sorted(CGROUP_ROOT.iterdir()):
         top = hierarchy / state["cgroup"]

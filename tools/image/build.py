@@ -7,7 +7,9 @@
 `essential` plus python3, against the machine's configured Debian apt sources), cozyrender's
 wheel and its dependencies' wheels installed into it by the image's own python3 (pip run from
 its wheel, not left in the image), a non-root user (65532), entrypoint `cozyrender`, the
-`org.opencontainers.image.*` labels. `pause`: the pod sandbox image, one static Go binary
+`org.opencontainers.image.*` labels, and its SBOM (sbom.py: CycloneDX, exactly the Debian packages
+and the wheels installed) at /usr/share/doc/cozyrender/sbom.cdx.json in the image and beside the
+layout as `<out>/cozyrender-image.cdx.json`. `pause`: the pod sandbox image, one static Go binary
 (tools/image/pause). `cert-manager`: two images, `cert-manager-controller` and
 `cert-manager-cainjector`, each one static Go binary built by `make certmanager`
 (tools/certmanager, cert-manager v1.21 from its library module) and read from --bin.
@@ -275,6 +277,13 @@ def build_cozyrender(out: Path, work: Path, wheelhouse: Path, epoch: int) -> tup
     rootfs = work / "rootfs"
     shutil.rmtree(rootfs, ignore_errors=True)
     cozyrender_rootfs(rootfs, wheels, epoch)
+    # In the image, so its digest covers it and every copy carries it (the registry here,
+    # distribution 2.8, has no referrers API to attach it by).
+    import sbom
+
+    document = sbom.write(rootfs, "cozyrender", version(), epoch)
+    (rootfs / sbom.SBOM_PATH).parent.mkdir(parents=True, exist_ok=True)
+    (rootfs / sbom.SBOM_PATH).write_text(document)
     layer = work / "layer.tar.gz"
     diff_id, digest, size = write_layer(rootfs, layer, epoch)
     shutil.rmtree(rootfs)
@@ -291,6 +300,7 @@ def build_cozyrender(out: Path, work: Path, wheelhouse: Path, epoch: int) -> tup
     history = "tools/image/build.py cozyrender: mmdebstrap --variant=essential --include=python3 bookworm; pip install cozyrender"
     reference = image_reference()
     manifest = write_image(out, "cozyrender", reference, layer, diff_id, digest, size, config, epoch, history)
+    (out / "cozyrender-image.cdx.json").write_text(document)
     layer.unlink()
     return reference, manifest
 

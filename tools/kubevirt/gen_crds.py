@@ -27,9 +27,11 @@ What is changed, and why (a CRD schema must be structural):
   cut to an object preserving unknown fields.
 
 Usage: gen_crds.py SWAGGER_JSON OUT_YAML --source "kubevirt/kubevirt@<commit> (<describe>)"
-The output is written deterministically; tests/test_kubevirt_crds.py
-regenerates it from the same input when the snapshot is present and
-checks the API server accepts it.
+The output is written deterministically. Every test plane installs it
+(tools/controlplane/cluster.py), so the API server's acceptance of it is
+checked at each plane's start, and tests/test_webhook_doors_live.py writes
+VirtualMachines and VirtualMachineInstances against it; no test regenerates
+it (that needs the KubeVirt snapshot, which CI does not fetch).
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """apps.cozystack.io served as on Cozystack: by an aggregated API server in a pod on the real node
 (tools/aggapi, cozyrender's stand-in for cozystack-api; tools/controlplane/aggapi.py), not by
 stand-in CRDs, with the webhook chart installed from the image as the other node tests install it
-(`ControlPlane(node=True, aggapi=True)`, `make cluster AGGAPI=1`).
+(`ControlPlane(node=True, aggapi=True)`, `make cluster`).
+
+Run on tests/test_node_cluster.py's plane, which imports these tests (this module's name keeps
+pytest from collecting them twice): one node plane for both saves a plane's start (about 40 s).
 
 - the group is the APIService's, backed by the pod's Service; no CRD serves it;
 - a Tenant and a VMInstance within the Tenant's GPU budget, written through kube-apiserver, are
@@ -24,7 +27,6 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import pytest
 from kubeapi import KubeAPI, apps_path
 from test_webhook_live import A100, make_tenant, stored, vm_body
 
@@ -36,30 +38,6 @@ import aggapi  # noqa: E402
 
 GPU = "nvidia.com/GA100"
 DENIED = 'admission webhook "budgets.cozyrender.io" denied the request'
-
-
-@pytest.fixture(scope="module")
-def plane(tmp_path_factory):
-    from cluster import ControlPlane
-
-    if not aggapi.image().exists():
-        pytest.fail(f"{aggapi.image()} is missing: run `make aggapi`")
-    plane = ControlPlane(tmp_path_factory.mktemp("node-aggapi"), BIN, webhook_replicas=2, node=True,
-                         gpus={GPU: 4}, aggapi=True)
-    plane.start()
-    yield plane
-    plane.stop()
-
-
-@pytest.fixture(scope="module")
-def api(plane) -> KubeAPI:
-    api = KubeAPI(plane)
-    status, body = api.create("/apis/cozystack.io/v1alpha1/gpuclasses", {
-        "apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": "a100"},
-        "spec": {"vendor": "nvidia", "model": "A100", "mode": "passthrough", "memory": "40Gi",
-                 "sourceKind": "PCIHostDevice", "resourceName": GPU}})
-    assert status in (201, 409), body
-    return api
 
 
 def tenant_with_budget(plane, api: KubeAPI, name: str) -> str:
@@ -93,8 +71,10 @@ def test_the_apps_group_is_served_by_the_aggregated_server_in_a_pod(plane, api):
     assert [crd["metadata"]["name"] for crd in crds if crd["spec"]["group"] == "apps.cozystack.io"] == []
     pods = json.loads(plane.kubectl("-n", "cozy-system", "get", "pods", "-l", "app=cozystack-api",
                                     "-o", "json").stdout)["items"]
-    assert len(pods) == 1 and pods[0]["status"]["phase"] == "Running"
-    assert pods[0]["status"]["podIP"].startswith(f"10.250.{plane.node.subnet_octet}.")
+    # One replica per node (aggapi.replicas), each on a node's pod network.
+    assert len(pods) == aggapi.replicas(plane) and all(p["status"]["phase"] == "Running" for p in pods)
+    subnets = {f"10.250.{node.subnet_octet}." for node in (plane.node, *plane.extra_nodes)}
+    assert all(any(p["status"]["podIP"].startswith(net) for net in subnets) for p in pods), pods
     resources = plane.kubectl("api-resources", "--api-group=apps.cozystack.io", "-o", "name").stdout.split()
     assert sorted(resources) == ["kuberneteses.apps.cozystack.io", "kubernetesnodeses.apps.cozystack.io",
                                  "tenants.apps.cozystack.io", "vminstances.apps.cozystack.io"]
@@ -134,11 +114,13 @@ def test_a_spec_against_the_kinds_schema_is_refused_by_the_aggregated_server(pla
 def test_without_its_client_certificate_the_aggregated_server_fails_closed(plane, api):
     namespace = tenant_with_budget(plane, api, "aggnocert")
     aggapi.set_client_certificate(plane, False)
-    status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "one", 1))
-    assert status == 500, body
-    assert 'failed calling webhook "budgets.cozyrender.io"' in body["message"], body
-    assert stored(api, namespace) == []
-    aggapi.set_client_certificate(plane, True)
+    try:
+        status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "one", 1))
+        assert status == 500, body
+        assert 'failed calling webhook "budgets.cozyrender.io"' in body["message"], body
+        assert stored(api, namespace) == []
+    finally:  # the plane is shared: the tests after this one need the certificate back
+        aggapi.set_client_certificate(plane, True)
     status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "one", 1))
     assert status == 201, body
     assert [vm["metadata"]["name"] for vm in stored(api, namespace)] == ["one"]

@@ -20,7 +20,10 @@ as `make cluster` gives them, `env` pointing pods at the API server's forward on
   have it moved to `exported_namespace` (issue 35 item 3);
 - with the API server unreachable from the pods (its forward on the bridge stopped), the
   controller pods turn not Ready (`/readyz` past `--ready-contact`, 30 s in the chart), and
-  Ready again once it is back. Last in the module: it cuts every pod off for a while.
+  Ready again once it is back. Last on the plane: it cuts every pod off for a while.
+
+Run on tests/test_node_cluster.py's plane, which imports these tests (this module's name keeps
+pytest from collecting them twice): one node plane for both saves a plane's start (about 50 s).
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
-from test_node_cluster import NAMESPACE, RELEASE, api, kubectl_json, make_tenant, plane, ready, wait_for  # noqa: F401
+from test_node_cluster import NAMESPACE, RELEASE, kubectl_json, make_tenant, ready, wait_for  # noqa: F401
 from test_webhook_live import A100
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,7 +180,7 @@ def read_key(plane):
 
 
 def test_prometheus_scrapes_the_pods_through_the_charts_servicemonitor(plane, api, tmp_path):
-    from cluster import free_port
+    from common import free_port
 
     prometheus_binary = Path("/usr/bin/prometheus")
     k8s_sd = plane.bin / "cozyrender-k8s-sd"
