@@ -435,8 +435,9 @@ def guarded(plane, api) -> dict:
         yield {"webhook": webhook["status"]["podIP"], "webhook-pod": webhook["metadata"]["name"],
                "controller": controller["status"]["podIP"], "namespace": tenant, **pods}
     finally:
+        # The pods alone: the plane runs no namespace controller, so a namespace would stay Terminating.
         plane.kubectl("-n", tenant, "delete", "pod", "probe", check=False)
-        plane.kubectl("delete", "namespace", SCRAPER["namespace"], check=False)
+        plane.kubectl("-n", SCRAPER["namespace"], "delete", "pod", "scraper", "neighbour", check=False)
 
 
 class TestNetworkPolicy:

@@ -94,7 +94,7 @@ NETPOL_IDENTITY = "kube-network-policies"
 NETPOL_QUEUE = 100
 NFQUEUES = Path("/proc/net/netfilter/nfnetlink_queue")
 # The scraper the chart's networkPolicy.extraIngress lets in (network_policy_values).
-SCRAPER = {"namespace": "monitoring", "labels": {"app.kubernetes.io/name": "prometheus"}}
+SCRAPER = {"namespace": "scrapers", "labels": {"app.kubernetes.io/name": "prometheus"}}
 # One test node per machine: the kubelet's device-plugin socket (above) is machine-wide. This file
 # names the node folder of the node running now; `cleanup` removes it.
 MACHINE_LOCK = Path("/run/cozyrender-test-node")
