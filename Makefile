@@ -65,7 +65,8 @@ $(BIN)/etcd: FORCE
 # modules and the apiserver's packages cached: kubelet 1 min 55 s, kube-scheduler 26 s, device
 # plugin 10 s, DRA driver 5 s (alone: 2 min 22 s with an empty build cache, 3 min 51 s
 # from nothing, its modules downloaded too).
-node: $(BIN)/kubelet $(BIN)/kube-scheduler $(BIN)/cozyrender-deviceplugin $(BIN)/cozyrender-draplugin $(BIN)/cozyrender-k8s-sd node-packages
+node: $(BIN)/kubelet $(BIN)/kube-scheduler $(BIN)/cozyrender-deviceplugin $(BIN)/cozyrender-draplugin $(BIN)/cozyrender-k8s-sd \
+  $(BIN)/kube-network-policies node-packages
 $(BIN)/kubelet $(BIN)/kube-scheduler: $(BIN)/%: FORCE
 	@mkdir -p $(BIN)
 	@$(CACHED_BUILD) --in tools/controlplane/kubernetes -- 'cd tools/controlplane/kubernetes && go build -trimpath \
@@ -87,6 +88,16 @@ $(BIN)/cozyrender-k8s-sd: FORCE
 	@mkdir -p $(BIN)
 	@$(CACHED_BUILD) --in tools/k8ssd -- \
 	  'cd tools/k8ssd && go build -trimpath -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) .'
+
+# The node's NetworkPolicy enforcer: sigs.k8s.io/kube-network-policies v0.8.0's own command
+# (tools/node/netpol; nftables and NFQUEUE through netlink, no nft userspace; node.py adds one
+# iptables rule, see its docstring), its k8s.io modules pinned to v0.35.4 as the other tools'.
+# Measured on the shared 2 cores beside another Go build: modules 3 s, the build 3 min 21 s
+# (its k8s.io packages are built anew: its other dependencies' versions differ); 53 MiB.
+$(BIN)/kube-network-policies: FORCE
+	@mkdir -p $(BIN)
+	@$(CACHED_BUILD) --in tools/node/netpol -- 'cd tools/node/netpol && go build -trimpath \
+	  -ldflags "$(GO_LDFLAGS)" -o $(abspath $@) sigs.k8s.io/kube-network-policies/cmd'
 
 # cert-manager v1.21.2's controller and cainjector (tools/certmanager): the Go module proxy serves
 # the library module github.com/cert-manager/cert-manager but not its command modules
@@ -140,6 +151,7 @@ $(DIST)/cozystack-apps-apiserver-image/index.json: $(BIN)/cozystack-apps-apiserv
 # tools/controlplane/registry.py): the image pushed there by skopeo and pulled by digest by the
 # node's containerd with the chart's imagePullSecrets, the chart pushed by `helm push` and
 # installed with `helm install oci://...`.
+# Its NetworkPolicy (type kubernetes) is enforced on the node by kube-network-policies.
 # Needs root (the node: cgroups, a bridge, mounts); see docs/guides/install.md.
 # apps.cozystack.io is served as on Cozystack, by an aggregated API server in a pod (tools/aggapi,
 # cozystack-api's stand-in; tools/controlplane/aggapi.py), which calls the webhook: no stand-in CRDs.
@@ -149,7 +161,8 @@ $(DIST)/cozystack-apps-apiserver-image/index.json: $(BIN)/cozystack-apps-apiserv
 CLUSTER_DIR ?= .cache/cluster
 CLUSTER_GPUS := --gpu nvidia.com/GA100=4 --dra-gpus 4
 cluster: venv binaries controlplane flux-controllers node image aggapi
-	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node --aggapi --registry $(CLUSTER_GPUS) $(if $(FLUX),--flux)
+	$(PY) tools/controlplane/cluster.py up --dir $(CLUSTER_DIR) --node --aggapi --registry --network-policy $(CLUSTER_GPUS) \
+	  $(if $(FLUX),--flux)
 cluster-down:
 	@if [ -x $(PY) ]; then $(PY) tools/controlplane/cluster.py down --dir $(CLUSTER_DIR); fi
 cluster-injection-on cluster-injection-off: cluster-%:

@@ -6,7 +6,8 @@ rule loader read them (issue 35 item 3), rendered by real Helm:
   not renamed `exported_namespace` by the Service's;
 - the NetworkPolicy of either type admits the scraper named in
   `monitoring.scraper` (namespace and pod labels) to the HTTPS port while a
-  scrape object is on, and not while none is;
+  scrape object is on, and not while none is; the controller's policy admits
+  it to the metrics port alike;
 - the alert rules are a VMRule where operator.victoriametrics.com/v1beta1 is
   served, a PrometheusRule where only monitoring.coreos.com/v1 is (both with
   kinds=both), the same groups in each, and the install notes say so when
@@ -41,8 +42,10 @@ def test_every_scrape_endpoint_honors_the_series_labels(helm4: Path, kind: str) 
     assert all(e["honorLabels"] is True for e in endpoints)
 
 
-def scraper_rules(objects: list[dict]) -> list[dict]:
-    [policy] = [o for o in objects if o["kind"] in ("CiliumNetworkPolicy", "NetworkPolicy")]
+def scraper_rules(objects: list[dict], pods: str = "cozyrender-webhook") -> list[dict]:
+    """The scraper's rules in the policy of `pods` (the webhook's; the controller's)."""
+    [policy] = [o for o in objects if o["kind"] in ("CiliumNetworkPolicy", "NetworkPolicy") and (
+        o["spec"].get("endpointSelector") or o["spec"].get("podSelector"))["matchLabels"]["app.kubernetes.io/name"] == pods]
     return [rule for rule in policy["spec"]["ingress"] if "fromEndpoints" in rule or any(
         "namespaceSelector" in peer for peer in rule.get("from", []))]
 
@@ -53,6 +56,9 @@ def test_the_cilium_policy_admits_the_named_scraper_while_scraping(helm4: Path) 
     assert rule == {"fromEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "cozy-monitoring",
                                                        "app.kubernetes.io/name": "vmagent"}}],
                     "toPorts": [{"ports": [{"port": "8443", "protocol": "TCP"}]}]}
+    # The controller's metrics port, to the same scraper.
+    [rule] = scraper_rules(render(helm4, "--set", "monitoring.vmServiceScrape=true"), "cozyrender-controller")
+    assert rule["toPorts"] == [{"ports": [{"port": "8080", "protocol": "TCP"}]}]
     [rule] = scraper_rules(render(helm4, "--set", "monitoring.serviceMonitor=true",
                                   "--set", "monitoring.scraper.namespace=monitoring",
                                   "--set", "monitoring.scraper.podLabels.app\\.kubernetes\\.io/name=prometheus"))
@@ -70,6 +76,8 @@ def test_the_kubernetes_policy_admits_the_named_scraper_while_scraping(helm4: Pa
     assert rule == {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "cozy-monitoring"}},
                               "podSelector": {"matchLabels": {"app.kubernetes.io/name": "vmagent"}}}],
                     "ports": [{"port": 8443, "protocol": "TCP"}]}
+    [rule] = scraper_rules(objects, "cozyrender-controller")
+    assert rule["ports"] == [{"port": 8080, "protocol": "TCP"}]
 
 
 def rule_kinds(helm4: Path, *args: str) -> dict[str, dict]:

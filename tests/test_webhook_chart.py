@@ -8,6 +8,7 @@ Service's DNS name. Its values schema and README table are generated
 from __future__ import annotations
 
 import base64
+import json
 import subprocess
 from pathlib import Path
 
@@ -184,15 +185,26 @@ def test_chart_docs_are_current() -> None:
 
 # -- only the API server may ask (issue 28 item 4) ------------------------------
 
+def policies(objects: list[dict], kind: str) -> dict[str, dict]:
+    """The chart's policies of `kind` by the pods they select (the webhook's, the controller's)."""
+    found = by_kind(objects, kind)
+    selector = "endpointSelector" if kind == "CiliumNetworkPolicy" else "podSelector"
+    return {p["spec"][selector]["matchLabels"]["app.kubernetes.io/name"]: p for p in found}
+
+
 def test_the_default_policy_admits_only_the_api_server_entity(helm4: Path) -> None:
     objects = render(helm4)
-    [policy] = by_kind(objects, "CiliumNetworkPolicy")
-    assert [f for f in validate_objects([policy]) if f.error] == []
-    assert policy["spec"]["endpointSelector"]["matchLabels"]["app.kubernetes.io/name"] == "cozyrender-webhook"
-    [rule] = policy["spec"]["ingress"]
+    found = policies(objects, "CiliumNetworkPolicy")
+    assert sorted(found) == ["cozyrender-controller", "cozyrender-webhook"]
+    assert [f for f in validate_objects(list(found.values())) if f.error] == []
+    [rule] = found["cozyrender-webhook"]["spec"]["ingress"]
     assert rule["fromEntities"] == ["kube-apiserver"]
     assert rule["toPorts"] == [{"ports": [{"port": "8443", "protocol": "TCP"}]}]
+    # Nothing calls the controller: Cilium's one empty rule denies every ingress.
+    assert found["cozyrender-controller"]["spec"]["ingress"] == [{}]
     assert not by_kind(objects, "NetworkPolicy")
+    assert "cozyrender-controller" not in policies(render(helm4, "--set", "controller.enabled=false"),
+                                                   "CiliumNetworkPolicy")
 
 
 def test_a_plain_network_policy_needs_the_api_servers_addresses(helm4: Path) -> None:
@@ -200,10 +212,26 @@ def test_a_plain_network_policy_needs_the_api_servers_addresses(helm4: Path) -> 
                           capture_output=True, text=True)
     assert proc.returncode != 0 and "networkPolicy.apiServerCIDRs is required" in proc.stderr
     objects = render(helm4, "--set", "networkPolicy.type=kubernetes", "--set", "networkPolicy.apiServerCIDRs={10.0.0.10/32}")
-    [policy] = by_kind(objects, "NetworkPolicy")
-    assert [f for f in validate_objects([policy]) if f.error] == []
-    assert policy["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}]
+    found = policies(objects, "NetworkPolicy")
+    assert [f for f in validate_objects(list(found.values())) if f.error] == []
+    assert found["cozyrender-webhook"]["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}]
+    # The controller's pods: every ingress denied (the API server's addresses are not let in).
+    assert found["cozyrender-controller"]["spec"]["policyTypes"] == ["Ingress"]
+    assert found["cozyrender-controller"]["spec"]["ingress"] == []
     assert not by_kind(render(helm4, "--set", "networkPolicy.type=none"), "CiliumNetworkPolicy")
+
+
+@pytest.mark.parametrize("kind", ["kubernetes", "cilium"])
+def test_extra_ingress_reaches_both_policies(helm4: Path, kind: str) -> None:
+    rule = {"from": [{"podSelector": {"matchLabels": {"app": "prometheus"}}}], "ports": [{"port": 8080}]}
+    if kind == "cilium":
+        rule = {"fromEndpoints": [{"matchLabels": {"app": "prometheus"}}], "toPorts": [{"ports": [{"port": "8080"}]}]}
+    objects = render(helm4, "--set", f"networkPolicy.type={kind}", "--set", "networkPolicy.apiServerCIDRs={10.0.0.10/32}",
+                     "--set-json", f"networkPolicy.extraIngress=[{json.dumps(rule)}]")
+    found = policies(objects, "NetworkPolicy" if kind == "kubernetes" else "CiliumNetworkPolicy")
+    assert [f for f in validate_objects(list(found.values())) if f.error] == []
+    assert found["cozyrender-webhook"]["spec"]["ingress"][-1] == rule
+    assert found["cozyrender-controller"]["spec"]["ingress"] == [rule]
 
 
 def test_the_client_ca_is_mounted_and_required_when_given(helm4: Path) -> None:

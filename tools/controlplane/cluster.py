@@ -83,7 +83,7 @@ class ControlPlane:
                  namespaces: tuple[str, ...] = ("cozy-system", WEBHOOK_NAMESPACE, "tenant-root"),
                  flux: bool = False, flux_injection: bool | None = None,
                  node: bool = False, gpus: dict[str, int] | None = None, aggapi: bool = False,
-                 dra_gpus: int = 0, nodes: int = 1, registry: bool = False) -> None:
+                 dra_gpus: int = 0, nodes: int = 1, registry: bool = False, network_policy: bool = False) -> None:
         self.dir = Path(directory).resolve()
         self.bin = Path(bin_dir).resolve()
         self.webhook_replicas = webhook_replicas
@@ -120,6 +120,13 @@ class ControlPlane:
         if registry and not node:
             raise ClusterError("the registry serves the node: registry=True needs node=True (--node)")
         self.registry = None
+        # NetworkPolicy enforced on the node (node.py: kube-network-policies), and the chart's
+        # policy of type kubernetes.
+        if network_policy and not node:
+            raise ClusterError("NetworkPolicy is enforced on the node: network_policy needs node=True (--node)")
+        self.network_policy = network_policy
+        # The signal a process stops on, where not SIGTERM (its name -> signal number).
+        self.stop_signals: dict[str, int] = {}
 
     # -- processes ------------------------------------------------------------
 
@@ -134,7 +141,8 @@ class ControlPlane:
 
     def _save(self) -> None:
         (self.dir / "state.json").write_text(json.dumps(
-            {"pids": self.pids, "ports": self.ports, "server": self.server}, indent=2))
+            {"pids": self.pids, "ports": self.ports, "server": self.server, "stop_signals": self.stop_signals},
+            indent=2))
 
     def _wait(self, what: str, probe, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -431,7 +439,7 @@ class ControlPlane:
         pid = self.pids.pop(name, None)
         process = self.processes.pop(name, None)
         if pid is not None:
-            _terminate(pid, timeout, process)
+            _terminate(pid, timeout, process, self.stop_signals.get(name, signal.SIGTERM))
         if process is not None:
             process.wait()
         self._save()
@@ -449,12 +457,13 @@ class ControlPlane:
             cleanup(self.dir)
 
 
-def _terminate(pid: int, timeout: float, process: subprocess.Popen | None = None) -> None:
-    """SIGTERM to the process group, SIGKILL after `timeout`. Our own child is reaped as it exits
+def _terminate(pid: int, timeout: float, process: subprocess.Popen | None = None,
+               sig: int = signal.SIGTERM) -> None:
+    """SIGTERM (or `sig`) to the process group, SIGKILL after `timeout`. Our own child is reaped as it exits
     (`process.poll()`): unreaped, its zombie stays in the group and the group never looks gone,
     which made every stop wait its whole timeout (10 s a process, a minute a plane)."""
     try:
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, sig)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout
@@ -476,9 +485,10 @@ def down(directory: Path) -> None:
     state_file = Path(directory) / "state.json"
     if not state_file.exists():
         return
-    pids = json.loads(state_file.read_text()).get("pids", {})
+    state = json.loads(state_file.read_text())
+    pids, stop_signals = state.get("pids", {}), state.get("stop_signals", {})
     for name in sorted(pids, key=lambda name: ("webhook" not in name, name == "etcd")):
-        _terminate(pids[name], 10)
+        _terminate(pids[name], 10, sig=stop_signals.get(name, signal.SIGTERM))
     state_file.unlink()
     from node import cleanup
 
@@ -537,6 +547,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --node: the DRA driver gpu.cozyrender.io publishing N devices, and its DeviceClass")
     parser.add_argument("--nodes", type=int, default=1, metavar="N",
                         help="with --node: N nodes, the extra ones without GPUs (node.py)")
+    parser.add_argument("--network-policy", action="store_true",
+                        help="with --node: NetworkPolicy enforced on the node (kube-network-policies) and the "
+                             "chart installed with networkPolicy.type kubernetes")
     parser.add_argument("--aggapi", action="store_true",
                         help="with --node: apps.cozystack.io served by the aggregated API server in a pod "
                              "(tools/aggapi, cozystack-api's stand-in) instead of stand-in CRDs")
@@ -567,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
                              webhook_args=("--flux-injection",) if args.flux else (),
                              flux_injection=False if args.flux else None, node=args.node, gpus=gpus,
                              aggapi=args.aggapi, dra_gpus=args.dra_gpus, nodes=args.nodes,
-                             registry=args.registry).start()
+                             registry=args.registry, network_policy=args.network_policy).start()
     except (ClusterError, RuntimeError) as err:
         print(f"cluster: error: {err}", file=sys.stderr)
         return 1

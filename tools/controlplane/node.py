@@ -15,6 +15,23 @@
   apiserver's certificate names that address); pods are told it through the
   KUBERNETES_SERVICE_HOST/PORT environment the caller sets (no kube-proxy: Services reach the
   webhook through the API server's `--enable-aggregator-routing`, which calls endpoints);
+- optionally (the plane's `network_policy`) NetworkPolicy enforced on the node:
+  kube-network-policies v0.8.0 (tools/node/netpol, upstream's command as released), a host process
+  beside the kubelet, as upstream's DaemonSet runs it (host network), deciding each new connection
+  of the node's pods in user space from an NFQUEUE. Upstream sends packets to that queue with an
+  nftables `queue` rule, which this kernel cannot load (CONFIG_NFT_QUEUE is not set: its table's
+  batch is refused with ENOENT, logged as "syncing nftables rules" and retried); the node sends
+  them there instead with the xtables NFQUEUE target (CONFIG_NETFILTER_XT_TARGET_NFQUEUE, through
+  iptables-nft): new connections forwarded into or out of each node's bridge (bridged packets
+  reach the IP hooks through br_netfilter, bridge-nf-call-iptables=1). The node's own traffic (kube-apiserver,
+  the kubelet's probes) is not forwarded, so never queued, as upstream leaves root's traffic
+  alone. No queue bypass: with the enforcer gone, those connections are dropped (fail closed).
+  It reads the API with in-cluster configuration only, so it runs in a mount namespace of its own
+  with a tmpfs over /run holding its service account's token and the CA at the in-cluster path
+  (and no NRI socket: pod addresses come from the API); stopped with SIGINT, its only stop signal.
+  One enforcer serves every node of the plane (their bridges share the machine's network
+  namespace): it decides a packet by the policies of whichever pods own its two addresses, on any
+  node (`--hostname-override` names the plane's node, which only scopes upstream's nftables set);
 - optionally the GPU device plugin (tools/node/deviceplugin) registering resource names and
   counts with the kubelet;
 - optionally the DRA driver `gpu.cozyrender.io` (tools/node/draplugin), a kubelet plugin
@@ -72,6 +89,12 @@ DEVICE_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 # The DRA driver (tools/node/draplugin): its name is the DeviceClass's name and CEL selector.
 DRA_DRIVER = "gpu.cozyrender.io"
 DRA_IDENTITY = "cozyrender-draplugin"
+# The NetworkPolicy enforcer (tools/node/netpol): its service account, and the NFQUEUE it binds.
+NETPOL_IDENTITY = "kube-network-policies"
+NETPOL_QUEUE = 100
+NFQUEUES = Path("/proc/net/netfilter/nfnetlink_queue")
+# The scraper the chart's networkPolicy.extraIngress lets in (network_policy_values).
+SCRAPER = {"namespace": "scrapers", "labels": {"app.kubernetes.io/name": "prometheus"}}
 # One test node per machine: the kubelet's device-plugin socket (above) is machine-wide. This file
 # names the node folder of the node running now; `cleanup` removes it.
 MACHINE_LOCK = Path("/run/cozyrender-test-node")
@@ -156,7 +179,9 @@ class Node:
                                     Path(shutil.which("runc") or "/usr/sbin/runc"))):
             if not path.exists():
                 raise NodeError(f"{path} is missing: run `make image node-packages`")
-        for binary in ("kubelet", "kube-scheduler", *(("cozyrender-draplugin",) if self.dra_gpus else ())):
+        for binary in ("kubelet", "kube-scheduler", *(("cozyrender-draplugin",) if self.dra_gpus else ()),
+                       *(("kube-network-policies",) if self.index == 0 and self.plane.network_policy
+                         else ())):
             if not (self.plane.bin / binary).exists():
                 raise NodeError(f"{self.plane.bin / binary} is missing: run `make node`")
         if self.index == 0:  # an extra node's plane holds the machine already
@@ -175,6 +200,10 @@ class Node:
         self._kubelet()
         if self.index == 0:
             self._scheduler()
+            if self.plane.network_policy:
+                self._network_policy()
+        elif self.plane.network_policy:  # the enforcer runs already (the plane's node started first)
+            self._queue_to_enforcer()
         if self.gpus:
             self._device_plugin()
         if self.dra_gpus:
@@ -405,6 +434,45 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--v=1",
         ])
 
+    def _network_policy(self) -> None:
+        """kube-network-policies with upstream's RBAC and a token of its service account, reading
+        the API server on loopback through in-cluster configuration (a tmpfs over /run in a mount
+        namespace of its own holds /run/secrets/kubernetes.io/serviceaccount); once its NFQUEUE is
+        bound (after its caches synced), the bridge's new forwarded connections are queued to it."""
+        from cluster import free_port
+
+        plane = self.plane
+        plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                           "items": netpol_objects()}))
+        account = self.dir / "netpol-serviceaccount"
+        account.mkdir(exist_ok=True)
+        token = plane.kubectl("-n", "kube-system", "create", "token", NETPOL_IDENTITY, "--duration=48h").stdout
+        (account / "token").write_text(token.strip())
+        shutil.copy(plane.pki / "ca.crt", account / "ca.crt")
+        secrets = "/run/secrets/kubernetes.io/serviceaccount"
+        argv = [str(plane.bin / "kube-network-policies"), f"--hostname-override={self.name}",
+                f"--nfqueue-id={NETPOL_QUEUE}", f"--metrics-bind-address=127.0.0.1:{free_port()}", "--v=2"]
+        script = (f"mount -t tmpfs -o size=1m,mode=0755 cozyrender-netpol /run && mkdir -p {secrets} && "
+                  f"cp {shlex.quote(str(account))}/token {shlex.quote(str(account))}/ca.crt {secrets}/ && "
+                  f"exec {shlex.join(argv)}")
+        # Its own command catches SIGINT only (then deletes its table); SIGTERM would leave the table.
+        plane.stop_signals["netpol"] = signal.SIGINT
+        plane._spawn("netpol", ["unshare", "--mount", "--propagation", "private", "sh", "-ec", script],
+                     env={**os.environ, "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                          "KUBERNETES_SERVICE_PORT": str(plane.ports["apiserver"])})
+        plane._wait("kube-network-policies' NFQUEUE", lambda: str(NETPOL_QUEUE) in
+                    [line.split()[0] for line in NFQUEUES.read_text().splitlines() if line.strip()], 60)
+        self._queue_to_enforcer()
+
+    def _queue_to_enforcer(self) -> None:
+        """This node's pods' new connections (bridged between them, or routed to or from another
+        node's pods) queued to the enforcer, which evaluates the policies of whichever pods own the
+        two addresses, on any node."""
+        rules = netpol_rules(self.bridge)
+        self._save(netpol_rules=rules)
+        for rule in rules:
+            _run(["iptables", "-w", "-I", *rule])
+
     def _device_plugin(self) -> None:
         argv = [str(self.plane.bin / "cozyrender-deviceplugin"), f"--plugin-dir={DEVICE_PLUGIN_DIR}"]
         argv += [f"--resource={name}={count}" for name, count in sorted(self.gpus.items())]
@@ -493,7 +561,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             # Only kube-apiserver may call the webhook: it presents the callers' CA's certificate
             # (cluster.py's AdmissionConfiguration). No Cilium here, so no CiliumNetworkPolicy.
             "clientAuth": {"caBundle": base64.b64encode(plane.webhook_client_ca.read_bytes()).decode()},
-            "networkPolicy": {"type": "none"},
+            "networkPolicy": self.network_policy_values() if plane.network_policy else {"type": "none"},
             "fluxInjection": ("--flux-injection" in plane.webhook_args if plane.flux_injection is None
                               else plane.flux_injection),
             **(extra_values or {}),
@@ -503,6 +571,23 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
                   if plane.registry is not None else ())
         self.helm("install", release, chart, *pinned, "--namespace", namespace, "--wait", "--timeout", timeout,
                   values=values)
+
+    def network_policy_values(self) -> dict:
+        """The chart's plain NetworkPolicy, as enforced here: kube-apiserver reaches the pods from
+        the node, with the bridge address as its source; a scraper (SCRAPER) is let in to both
+        metrics ports through extraIngress, as the threat model tells a hoster to let Prometheus
+        in; with the aggregated server (aggapi.py), its pod, which calls the webhook too."""
+        def peer(namespace: str, labels: dict) -> dict:
+            return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                    "podSelector": {"matchLabels": labels}}
+
+        extra = [{"from": [peer(SCRAPER["namespace"], SCRAPER["labels"])],
+                  "ports": [{"port": 8443, "protocol": "TCP"}, {"port": 8080, "protocol": "TCP"}]}]
+        if self.plane.aggapi:
+            import aggapi
+
+            extra.append({"from": [peer(aggapi.NAMESPACE, aggapi.LABELS)], "ports": [{"port": 8443, "protocol": "TCP"}]})
+        return {"type": "kubernetes", "apiServerCIDRs": [f"{self.gateway}/32"], "extraIngress": extra}
 
     def helm_env(self) -> dict:
         """The environment Helm runs in against this plane: its own home under the run's folder."""
@@ -554,6 +639,28 @@ def dra_objects() -> list[dict]:
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": DRA_IDENTITY},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DRA_IDENTITY},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": DRA_IDENTITY}]},
+    ]
+
+
+def netpol_rules(bridge: str) -> list[list[str]]:
+    """The iptables rules (without their -I/-D) queueing to the enforcer the new connections forwarded
+    out of and into `bridge` (a packet is queued once: the enforcer's accept ends its FORWARD chain)."""
+    return [["FORWARD", direction, bridge, "-m", "conntrack", "--ctstate", "NEW",
+             "-j", "NFQUEUE", "--queue-num", str(NETPOL_QUEUE)] for direction in ("-o", "-i")]
+
+
+def netpol_objects() -> list[dict]:
+    """kube-network-policies' service account and what upstream's install.yaml grants it: list and
+    watch pods, namespaces and NetworkPolicies."""
+    meta = {"name": NETPOL_IDENTITY}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {**meta, "namespace": "kube-system"}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta,
+         "rules": [{"apiGroups": [""], "resources": ["pods", "namespaces"], "verbs": ["list", "watch"]},
+                   {"apiGroups": ["networking.k8s.io"], "resources": ["networkpolicies"], "verbs": ["list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": NETPOL_IDENTITY},
+         "subjects": [{"kind": "ServiceAccount", "name": NETPOL_IDENTITY, "namespace": "kube-system"}]},
     ]
 
 
@@ -633,6 +740,8 @@ def _cleanup_node(node_dir: Path) -> None:
     mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
     for mount in sorted((m for m in mounts if m == node_dir or m.startswith(f"{node_dir}/")), key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True)
+    for rule in state.get("netpol_rules", []):
+        _run(["iptables", "-w", "-D", *rule], check=False)
     _run(["ip", "link", "del", state["bridge"]], check=False)
     for hierarchy in sorted(CGROUP_ROOT.iterdir()):
         top = hierarchy / state["cgroup"]
