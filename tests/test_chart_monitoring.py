@@ -46,8 +46,12 @@ def scraper_rules(objects: list[dict], pods: str = "cozyrender-webhook") -> list
     """The scraper's rules in the policy of `pods` (the webhook's; the controller's)."""
     [policy] = [o for o in objects if o["kind"] in ("CiliumNetworkPolicy", "NetworkPolicy") and (
         o["spec"].get("endpointSelector") or o["spec"].get("podSelector"))["matchLabels"]["app.kubernetes.io/name"] == pods]
-    return [rule for rule in policy["spec"]["ingress"] if "fromEndpoints" in rule or any(
-        "namespaceSelector" in peer for peer in rule.get("from", []))]
+    def caller(rule: dict) -> bool:  # the default networkPolicy.callers' rule: cozystack-api, not a scraper
+        peers = rule.get("fromEndpoints", []) + [peer.get("podSelector", {}) for peer in rule.get("from", [])]
+        return any(peer.get("matchLabels", {}).get("app") == "cozystack-api" for peer in peers)
+
+    return [rule for rule in policy["spec"]["ingress"] if ("fromEndpoints" in rule or any(
+        "namespaceSelector" in peer for peer in rule.get("from", []))) and not caller(rule)]
 
 
 def test_the_cilium_policy_admits_the_named_scraper_while_scraping(helm4: Path) -> None:

@@ -131,7 +131,13 @@ def test_the_values_file_renders_as_the_guide_says(helm4, tmp_path):
     assert deployments["cozyrender-webhook-controller"]["spec"]["replicas"] == 2
     budgets = [o for o in objects if o["kind"] == "PodDisruptionBudget"]
     assert len(budgets) == 2 and any(b["spec"].get("maxUnavailable") == 1 for b in budgets)
-    assert [o["kind"] for o in objects if "NetworkPolicy" in o["kind"]] == ["CiliumNetworkPolicy"]
+    policies = {o["metadata"]["name"]: o for o in objects if "NetworkPolicy" in o["kind"]}
+    assert {p["kind"] for p in policies.values()} == {"CiliumNetworkPolicy"}
+    assert sorted(policies) == ["cozyrender-webhook", "cozyrender-webhook-controller"]  # each pod set its own
+    # The webhook's admits both callers: kube-apiserver and Cozystack's cozystack-api.
+    ingress = policies["cozyrender-webhook"]["spec"]["ingress"]
+    assert ingress[0]["fromEntities"] == ["kube-apiserver"]
+    assert ingress[1]["fromEndpoints"][0]["matchLabels"]["app"] == "cozystack-api"
     webhook_args = " ".join(deployments["cozyrender-webhook"]["spec"]["template"]["spec"]["containers"][0]["args"])
     # Caller authentication on; Flux injection left for step 6, as the guide says.
     assert "--client-ca" in webhook_args and "--flux-injection" not in webhook_args

@@ -192,14 +192,22 @@ def policies(objects: list[dict], kind: str) -> dict[str, dict]:
     return {p["spec"][selector]["matchLabels"]["app.kubernetes.io/name"]: p for p in found}
 
 
-def test_the_default_policy_admits_only_the_api_server_entity(helm4: Path) -> None:
+def test_the_default_policy_admits_only_the_api_servers(helm4: Path) -> None:
+    """kube-apiserver (Cilium's entity) and Cozystack's aggregated server cozystack-api (by its
+    namespace and pod label, as Cozystack's chart labels it), which calls the webhook for every apps
+    write (issue 33 item 1); no one else."""
     objects = render(helm4)
     found = policies(objects, "CiliumNetworkPolicy")
     assert sorted(found) == ["cozyrender-controller", "cozyrender-webhook"]
     assert [f for f in validate_objects(list(found.values())) if f.error] == []
-    [rule] = found["cozyrender-webhook"]["spec"]["ingress"]
+    rule, caller = found["cozyrender-webhook"]["spec"]["ingress"]
     assert rule["fromEntities"] == ["kube-apiserver"]
     assert rule["toPorts"] == [{"ports": [{"port": "8443", "protocol": "TCP"}]}]
+    assert caller == {"fromEndpoints": [{"matchLabels": {"k8s:io.kubernetes.pod.namespace": "cozy-system",
+                                                         "app": "cozystack-api"}}],
+                      "toPorts": [{"ports": [{"port": "8443", "protocol": "TCP"}]}]}
+    only_api_server = policies(render(helm4, "--set-json", "networkPolicy.callers=[]"), "CiliumNetworkPolicy")
+    assert [r.get("fromEntities") for r in only_api_server["cozyrender-webhook"]["spec"]["ingress"]] == [["kube-apiserver"]]
     # Nothing calls the controller: Cilium's one empty rule denies every ingress.
     assert found["cozyrender-controller"]["spec"]["ingress"] == [{}]
     assert not by_kind(objects, "NetworkPolicy")
@@ -215,6 +223,10 @@ def test_a_plain_network_policy_needs_the_api_servers_addresses(helm4: Path) -> 
     found = policies(objects, "NetworkPolicy")
     assert [f for f in validate_objects(list(found.values())) if f.error] == []
     assert found["cozyrender-webhook"]["spec"]["ingress"][0]["from"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}]
+    assert found["cozyrender-webhook"]["spec"]["ingress"][1] == {  # the default caller, cozystack-api
+        "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "cozy-system"}},
+                  "podSelector": {"matchLabels": {"app": "cozystack-api"}}}],
+        "ports": [{"port": 8443, "protocol": "TCP"}]}
     # The controller's pods: every ingress denied (the API server's addresses are not let in).
     assert found["cozyrender-controller"]["spec"]["policyTypes"] == ["Ingress"]
     assert found["cozyrender-controller"]["spec"]["ingress"] == []

@@ -576,17 +576,14 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         """The chart's plain NetworkPolicy, as enforced here: kube-apiserver reaches the pods from
         the node, with the bridge address as its source; a scraper (SCRAPER) is let in to both
         metrics ports through extraIngress, as the threat model tells a hoster to let Prometheus
-        in; with the aggregated server (aggapi.py), its pod, which calls the webhook too."""
+        in. The aggregated server's pods (aggapi.py, labelled as Cozystack labels cozystack-api)
+        are let in by the chart's default networkPolicy.callers, as on Cozystack."""
         def peer(namespace: str, labels: dict) -> dict:
             return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
                     "podSelector": {"matchLabels": labels}}
 
         extra = [{"from": [peer(SCRAPER["namespace"], SCRAPER["labels"])],
                   "ports": [{"port": 8443, "protocol": "TCP"}, {"port": 8080, "protocol": "TCP"}]}]
-        if self.plane.aggapi:
-            import aggapi
-
-            extra.append({"from": [peer(aggapi.NAMESPACE, aggapi.LABELS)], "ports": [{"port": 8443, "protocol": "TCP"}]})
         return {"type": "kubernetes", "apiServerCIDRs": [f"{self.gateway}/32"], "extraIngress": extra}
 
     def helm_env(self) -> dict:
