@@ -58,7 +58,6 @@ sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
 sys.path.insert(0, str(ROOT / "tools" / "image"))
 
 import build  # noqa: E402
-from node import NODE_NAME, SCRAPER  # noqa: E402
 from test_runbooks import section_blocks  # noqa: E402
 
 GPU = "nvidia.com/GA100"
@@ -78,7 +77,7 @@ def plane(tmp_path_factory):
     if not aggapi.image().exists():
         pytest.fail(f"{aggapi.image()} is missing: run `make aggapi`")
     plane = ControlPlane(tmp_path_factory.mktemp("node-cluster"), BIN, webhook_replicas=2, node=True, gpus={GPU: 4},
-                         nodes=2, aggapi=True, network_policy=True)
+                         nodes=2, aggapi=True)
     plane.start()
     WATCHED[id(plane)] = Changes(KubeAPI(plane), list(WEBHOOK_WATCHES))
     yield plane
@@ -357,121 +356,6 @@ def test_the_webhook_runs_from_the_image_behind_its_service(plane, api):
     status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "big", 3))
     assert status == 403, body
     assert "exceeded GPU budget 'a100.gpuclass.cozystack.io/devices'" in body["message"]
-
-
-# -- NetworkPolicy enforced on the node (issue 33 item 2) ------------------------------------------
-
-# Run in a probing pod: each target (address, port, HTTP path or "") reached at once, 3 s each:
-# "open" (connected; with a path, the controller's metrics read), "timeout", or the error.
-PROBE = """
-import http.client, json, socket, sys
-from concurrent.futures import ThreadPoolExecutor
-
-def reach(target):
-    host, port, path = target
-    try:
-        if not path:
-            socket.create_connection((host, port), timeout=3).close()
-            return "open"
-        connection = http.client.HTTPConnection(host, port, timeout=3)
-        connection.request("GET", path)
-        body = connection.getresponse().read()
-        return "open" if b"cozyrender_controller_leader" in body else body[:200].decode(errors="replace")
-    except (socket.timeout, TimeoutError):
-        return "timeout"
-    except OSError as err:
-        return str(err)
-
-targets = json.loads(sys.argv[1])
-with ThreadPoolExecutor(len(targets)) as pool:
-    print(json.dumps(list(pool.map(reach, targets))))
-"""
-
-
-def probe_pod(name: str, namespace: str, labels: dict | None = None) -> dict:
-    """A pod on the first node (the enforcer's) that probes when exec'd into."""
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-            "spec": {"nodeName": NODE_NAME, "terminationGracePeriodSeconds": 0,
-                     "automountServiceAccountToken": False,
-                     "containers": [{"name": "probe", "image": build.image_reference(), "imagePullPolicy": "Never",
-                                     "command": ["sleep", "3600"]}]}}
-
-
-def probe(plane, pod: dict, targets: list[tuple[str, int, str]]) -> list[str]:
-    meta = pod["metadata"]
-    result = plane.kubectl("-n", meta["namespace"], "exec", meta["name"], "--", "python3", "-c", PROBE,
-                           json.dumps(targets))
-    return json.loads(result.stdout)
-
-
-@pytest.fixture(scope="class")
-def guarded(plane, api) -> dict:
-    """The probing pods (a tenant's; the scraper the plane's extraIngress names and an unlabelled
-    neighbour in its namespace) Running beside a webhook pod and a controller pod on the first
-    node, and those two pods' addresses; the pods gone after the class (a later drain of the node
-    would refuse bare pods)."""
-    tenant = make_tenant(api, "netpol", {A100: 1})
-    namespaces = [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": SCRAPER["namespace"]}}]
-    pods = {"tenant": probe_pod("probe", tenant), "scraper": probe_pod("scraper", SCRAPER["namespace"], SCRAPER["labels"]),
-            "neighbour": probe_pod("neighbour", SCRAPER["namespace"])}
-    plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                       "items": namespaces + list(pods.values())}))
-
-    def on_the_node(name: str) -> dict | None:
-        found = [p for p in kubectl_json(plane, "-n", NAMESPACE, "get", "pods", "-l", f"app.kubernetes.io/name={name}")
-                 ["items"] if p["spec"].get("nodeName") == plane.node.name and ready(p)
-                 and not p["metadata"].get("deletionTimestamp")]
-        return found[0] if found else None
-
-    def running() -> bool:
-        return all(kubectl_json(plane, "-n", p["metadata"]["namespace"], "get", "pod", p["metadata"]["name"])
-                   ["status"].get("phase") == "Running" for p in pods.values())
-
-    try:
-        wait_for("the probing pods Running", running, 60)
-        webhook = wait_for("a webhook pod Ready on the first node", lambda: on_the_node("cozyrender-webhook"), 60)
-        controller = wait_for("a controller pod Ready on the first node", lambda: on_the_node("cozyrender-controller"), 60)
-        yield {"webhook": webhook["status"]["podIP"], "webhook-pod": webhook["metadata"]["name"],
-               "controller": controller["status"]["podIP"], "namespace": tenant, **pods}
-    finally:
-        # The pods alone: the plane runs no namespace controller, so a namespace would stay Terminating.
-        plane.kubectl("-n", tenant, "delete", "pod", "probe", check=False)
-        plane.kubectl("-n", SCRAPER["namespace"], "delete", "pod", "scraper", "neighbour", check=False)
-
-
-class TestNetworkPolicy:
-    def test_a_tenant_pod_reaches_neither_the_webhook_nor_the_controller_and_the_api_server_does(self, plane, api, guarded):
-        """The chart's NetworkPolicies as kube-network-policies enforces them: a pod in a tenant
-        namespace cannot connect to the webhook pod's port (8443) nor the controller pod's metrics port
-        (8080): its SYNs are dropped, and it times out. (Without the enforcer both connect, and this
-        fails.) kube-apiserver, on the node (its connections to pods leave from the bridge address,
-        the policy's apiServerCIDRs, and are not forwarded, so the enforcer never sees them), still
-        reaches that same webhook pod through its pods/proxy, which dials the pod's address as the
-        webhook calls do (those go to the endpoint a kept-alive connection was dialled to, maybe
-        the other node's), and a checked write is still decided: an over-budget VMInstance is
-        refused with the webhook's message."""
-        webhook, controller = guarded["webhook"], guarded["controller"]
-        assert probe(plane, guarded["tenant"], [(webhook, 8443, ""), (controller, 8080, ""),
-                                                (controller, 8080, "/metrics")]) == ["timeout"] * 3
-        proxied = plane.kubectl("get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods/"
-                                f"https:{guarded['webhook-pod']}:8443/proxy/metrics").stdout
-        assert "cozyrender_webhook_decisions_total" in proxied
-        namespace = guarded["namespace"]
-        wait_cached_tenant(plane, namespace)
-        status, body = api.create(apps_path("vminstances", namespace), vm_body(namespace, "big", 2))
-        assert status == 403, body
-        assert "exceeded GPU budget 'a100.gpuclass.cozystack.io/devices'" in body["message"]
-
-    def test_the_scraper_let_in_by_extra_ingress_reads_both_and_its_unlabelled_neighbour_cannot(self, plane, guarded):
-        """networkPolicy.extraIngress (the plane's: the scraper's namespace and pod labels, ports 8443
-        and 8080) admits the scraper pod to the webhook pod's port and the controller's /metrics; a pod
-        in the same namespace without the scraper's labels times out on both. (Without the enforcer
-        the neighbour connects, and this fails.)"""
-        webhook, controller = guarded["webhook"], guarded["controller"]
-        targets = [(webhook, 8443, ""), (controller, 8080, "/metrics")]
-        assert probe(plane, guarded["scraper"], targets) == ["open", "open"]
-        assert probe(plane, guarded["neighbour"], targets) == ["timeout", "timeout"]
 
 
 def test_twenty_concurrent_creates_into_a_budget_of_ten_admit_exactly_ten_over_both_pods(plane, api):

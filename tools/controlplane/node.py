@@ -439,7 +439,6 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         the API server on loopback through in-cluster configuration (a tmpfs over /run in a mount
         namespace of its own holds /run/secrets/kubernetes.io/serviceaccount); once its NFQUEUE is
         bound (after its caches synced), the bridge's new forwarded connections are queued to it."""
-        from cluster import free_port
 
         plane = self.plane
         plane.kubectl("apply", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
@@ -641,8 +640,13 @@ def dra_objects() -> list[dict]:
 
 def netpol_rules(bridge: str) -> list[list[str]]:
     """The iptables rules (without their -I/-D) queueing to the enforcer the new connections forwarded
-    out of and into `bridge` (a packet is queued once: the enforcer's accept ends its FORWARD chain)."""
-    return [["FORWARD", direction, bridge, "-m", "conntrack", "--ctstate", "NEW",
+    out of and into `bridge` (a packet is queued once: the enforcer's accept ends its FORWARD chain),
+    between pods only: a connection to or from an address of the host itself (the API server's and
+    etcd's forwards on the gateways) is the node's own traffic, which no policy here selects and which
+    kube-network-policies does not filter either; queueing it made every pod's API call wait on the
+    enforcer (under a full test run's load, long enough to fail the aggregated server's readiness)."""
+    return [["FORWARD", direction, bridge, "-m", "addrtype", "!", "--src-type", "LOCAL",
+             "-m", "addrtype", "!", "--dst-type", "LOCAL", "-m", "conntrack", "--ctstate", "NEW",
              "-j", "NFQUEUE", "--queue-num", str(NETPOL_QUEUE)] for direction in ("-o", "-i")]
 
 

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import yaml
 
+from common import free_port
+
 REGISTRY = Path("/usr/bin/docker-registry")
 HTPASSWD = Path("/usr/bin/htpasswd")
 SKOPEO = Path("/usr/bin/skopeo")
@@ -72,7 +74,6 @@ class Registry:
         return self.dir / "hosts"
 
     def start(self) -> Registry:
-        from cluster import free_port
 
         for tool in (REGISTRY, HTPASSWD, SKOPEO):
             if not tool.exists():
