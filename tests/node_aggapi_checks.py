@@ -3,7 +3,7 @@
 stand-in CRDs, with the webhook chart installed from the image as the other node tests install it
 (`ControlPlane(node=True, aggapi=True)`, `make cluster`).
 
-Run on tests/test_node_cluster.py's plane, which imports these tests (this module's name keeps
+Run on tests/test_node_netpol.py's plane, which imports these tests (this module's name keeps
 pytest from collecting them twice): one node plane for both saves a plane's start (about 40 s).
 
 - the group is the APIService's, backed by the pod's Service; no CRD serves it;

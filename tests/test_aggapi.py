@@ -3,7 +3,7 @@ loopback against the test control plane (no node: it cannot be registered by an 
 whose endpoints may not be loopback addresses, so it is asked directly, with the admin's client
 certificate, which it authenticates with the cluster's client CA read from kube-apiserver's
 `extension-apiserver-authentication` ConfigMap and authorizes by SubjectAccessReview).
-tests/node_aggapi_checks.py (run on tests/test_node_cluster.py's plane) runs it as a pod behind the APIService, with the webhook.
+tests/node_aggapi_checks.py (run on tests/test_node_netpol.py's plane) runs it as a pod behind the APIService, with the webhook.
 
 - it serves the four kinds, namespaced, with Cozystack's plurals;
 - a spec is stored as written (unknown fields kept, nothing defaulted) in etcd under its own

