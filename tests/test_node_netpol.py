@@ -20,8 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from kubeapi import KubeAPI, apps_path
-from test_node_cluster import GPU, NAMESPACE, kubectl_json, make_tenant, ready, wait_cached_tenant, wait_for
+from kubeapi import apps_path
+from test_node_cluster import GPU, NAMESPACE, api, kubectl_json, make_tenant, ready, wait_cached_tenant, wait_for  # noqa: F401 (api: the fixture)
 from test_webhook_live import A100, vm_body
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,17 +45,6 @@ def plane(tmp_path_factory):
     plane.start()
     yield plane
     plane.stop()
-
-
-@pytest.fixture(scope="module")
-def api(plane) -> KubeAPI:
-    api = KubeAPI(plane)
-    status, body = api.create("/apis/cozystack.io/v1alpha1/gpuclasses", {
-        "apiVersion": "cozystack.io/v1alpha1", "kind": "GPUClass", "metadata": {"name": "a100"},
-        "spec": {"vendor": "nvidia", "model": "A100", "mode": "passthrough", "memory": "40Gi",
-                 "sourceKind": "PCIHostDevice", "resourceName": GPU}})
-    assert status in (201, 409), body
-    return api
 
 
 # Run in a probing pod: each target (address, port, HTTP path or "") reached at once, 3 s each:
