@@ -52,13 +52,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from test_cluster_helm import BUNDLED_CRDS, _crd  # noqa: E402  (the same CRDs, built the same way)
 from test_flux_inject import api_release as cozystack_release  # noqa: E402  (one shape of cozystack-api's release)
 
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
+from common import free_port  # noqa: E402
 
 
 class _Serve(threading.Thread):
@@ -181,7 +176,7 @@ def helm_controller(plane, artifact, tmp_path_factory):
     with open(log, "wb") as out:
         process = subprocess.Popen(
             [str(BIN / "helm-controller"), "--feature-gates=ExternalArtifact=true",
-             f"--metrics-addr=127.0.0.1:{_free_port()}", f"--health-addr=127.0.0.1:{_free_port()}",
+             f"--metrics-addr=127.0.0.1:{free_port()}", f"--health-addr=127.0.0.1:{free_port()}",
              "--concurrent=4", "--requeue-dependency=2s"],
             env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     yield log

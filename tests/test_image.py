@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import ssl
 import subprocess
 import sys
@@ -171,12 +170,6 @@ def test_the_image_evaluates_dra_selectors_with_its_cel_runtime(bundle, tmp_path
     assert (row["freeUnits"], row["allocatableUnits"], row["invalid"]) == (2, 2, None)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 # Own plane (issue 36): no webhook registered; its group (checkout-build) would start the session plane again.
 @pytest.fixture(scope="module")
 def plane(tmp_path_factory):
@@ -210,7 +203,9 @@ def test_webhook_from_the_image_serves_readyz(bundle, plane, tmp_path):
     kubeconfig["clusters"][0]["cluster"]["certificate-authority"] = "/secrets/ca.crt"
     kubeconfig["users"][0]["user"] = {"client-certificate": "/secrets/client.crt", "client-key": "/secrets/client.key"}
     (secrets / "kubeconfig").write_text(yaml.safe_dump(kubeconfig))
-    port = _free_port()
+    from common import free_port
+
+    port = free_port()
     container = Container("cozyrender-webhook", spec, rootfs, tmp_path, [
         "webhook", f"--listen=127.0.0.1:{port}", "--tls-cert=/secrets/tls.crt", "--tls-key=/secrets/tls.key",
         "--kubeconfig=/secrets/kubeconfig", "--namespace=cozyrender-system"],

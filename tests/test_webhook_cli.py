@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -24,18 +23,14 @@ from test_webhook_admission import review
 from webhook_certs import make_certs
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools" / "controlplane"))
+from common import free_port  # noqa: E402  (a port reserved for this worker: see its docstring)
 
 
 def cozyrender(*args: str, **options) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "cozyrender", *args], capture_output=True, text=True, env=env,
                           timeout=60, **options)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def kubeconfig(folder: Path, port: int) -> Path:
