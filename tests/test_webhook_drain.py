@@ -256,3 +256,51 @@ def test_a_request_that_waited_on_its_socket_has_spent_its_deadline_there(tmp_pa
         server.shutdown()
         thread.join(10)
         server.server_close()
+
+
+def test_the_request_a_connection_was_dialled_for_runs_from_the_handshakes_arrival(tmp_path: Path) -> None:
+    """A connection opened while the replica could not accept it (here: its accept delayed 2.2 s;
+    in a cluster, a paused process) holds only the TLS handshake's first bytes until the replica
+    resumes; the request it was dialled for is sent once the handshake is done. The caller's clock
+    ran from before the dial, so that request's deadline runs from the handshake's arrival: read
+    past it, nothing is written for it. A request sent later on the same connection runs from
+    its own arrival."""
+    from cozyrender.webhook.deadline import current
+
+    seen: dict[str, float] = {}
+
+    def route(body):
+        seen[body["request"]["uid"]] = current().remaining()
+        return _answer(body)
+
+    server, thread, context = _server(tmp_path, route)
+    server.timeout = 2.0  # a deadline 1.5 s after arrival (less the margin)
+    accept, delayed = server.get_request, threading.Event()
+
+    def get_request():
+        if not delayed.is_set():
+            delayed.set()
+            time.sleep(2.2)  # the connection and its ClientHello wait in the kernel meanwhile
+        return accept()
+
+    server.get_request = get_request
+    try:
+        raw = context.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=30),
+                                  server_hostname="localhost")
+        for uid in ("dialled", "later"):
+            body = json.dumps(review(WRITE, uid=uid)).encode()
+            raw.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            received = b""
+            while b"HTTP/1.1 200" not in received or not received.endswith(b"}"):
+                chunk = raw.recv(65536)
+                assert chunk, received
+                received += chunk
+            time.sleep(1.2)  # the next request comes well after the handshake
+        raw.close()
+        assert seen["dialled"] == 0.0, seen  # 2.2 s after its connection's handshake arrived: past 1.5 s
+        assert seen["later"] > 1.0, seen
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()

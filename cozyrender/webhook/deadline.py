@@ -5,7 +5,9 @@ Rules:
 - An AdmissionReview carries no deadline: the webhook is told the
   configuration's `timeoutSeconds` (`cozyrender webhook --timeout-seconds`,
   set by the chart from the value that renders it), and a call's deadline
-  is its arrival plus that timeout, less a margin (`margin`: a quarter of
+  is its arrival (for the request a new connection was dialled for, the
+  arrival of the connection's TLS handshake: the API server's clock runs
+  from before its dial) plus that timeout, less a margin (`margin`: a quarter of
   the timeout, at most MARGIN) for what happens outside the decision: the
   API server sending the request and the TLS and HTTP reading before it
   arrives, the answer travelling back.

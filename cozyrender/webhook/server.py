@@ -41,7 +41,13 @@ got to read it: each connection asks the kernel to timestamp what it receives
 before it is read. A replica that was paused (SIGSTOP, a frozen VM, a
 starved CPU) with requests queued on its sockets finds them already past
 their deadline when it resumes, and writes nothing for them: the API server
-refused them long ago (issue 34 item 2).
+refused them long ago (issue 34 item 2). A connection the API server opened
+while the replica was paused holds no request yet, only the first bytes of the
+TLS handshake: the request is sent once the handshake is done, after the
+resume, while the API server's clock has run since before its dial. So the
+first request of a connection, sent as soon as the handshake completed (the
+request the connection was dialled for), runs from the arrival of the
+handshake's first bytes (`DIALLED_REQUEST`).
 
 Only the API server may ask (issue 28 item 4): with a client CA
 (`tls_context(..., client_ca=...)`), a client presenting a certificate that
@@ -85,6 +91,9 @@ MAX_BODY = 3 * 1024 * 1024  # the API server's own request limit is 3 MiB
 MAX_DEPTH = 100  # JSON nesting; an AdmissionReview of these kinds is a dozen levels deep
 IDLE_TIMEOUT = 120.0  # seconds a keep-alive connection may idle: more than the API server's 90 s, so it closes first
 REQUEST_TIMEOUT = 10.0  # seconds each read of a handshake or of a request begun may take
+# A connection's first request arriving within this many seconds of its TLS handshake's end is the
+# one the caller dialled for (Go's transport writes it at once): its call began before the handshake.
+DIALLED_REQUEST = 1.0
 
 SO_TIMESTAMP = getattr(socket, "SO_TIMESTAMP", 29)  # Linux: receive timestamps as a struct timeval
 _TIMEVAL = struct.Struct("@ll")
@@ -206,6 +215,13 @@ class WebhookServer(ThreadingHTTPServer):
                 break
             time.sleep(0.01)
         return not self.open_connections()
+
+    def server_bind(self) -> None:
+        super().server_bind()
+        try:  # inherited by each accepted connection: what arrives before its accept is stamped too
+            self.socket.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMP, 1)
+        except OSError:
+            pass
 
     def get_request(self):
         conn, addr = self.socket.accept()
@@ -340,6 +356,8 @@ class _Handler(BaseHTTPRequestHandler):
     wbufsize = 64 * 1024
     server: WebhookServer
     arrived = 0.0  # when the request being answered reached this host (time.monotonic())
+    hello: float | None = None  # when the TLS handshake's first bytes reached this host
+    handshaken = 0.0  # when the handshake completed; 0 once the connection's first request is read
 
     def setup(self) -> None:
         # The earliest a first request can have arrived (a bound for one the TLS layer read
@@ -350,7 +368,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.connection.settimeout(self.server.request_timeout)
         if isinstance(self.connection, ssl.SSLSocket):
+            self.hello = arrival(self.connection)  # queued before this thread began: its time
             self.connection.do_handshake()  # bounded by the request timeout, not the idle one
+            self.handshaken = time.monotonic()
         self.server.connection_state(self.connection, "active")
 
     def finish(self) -> None:
@@ -384,7 +404,11 @@ class _Handler(BaseHTTPRequestHandler):
         if not started or not self.server.connection_state(self.connection, "active"):
             self.close_connection = True
             return
-        self.arrived = arrived if arrived is not None else time.monotonic()
+        arrived = arrived if arrived is not None else time.monotonic()
+        if self.hello is not None and self.handshaken and arrived - self.handshaken <= DIALLED_REQUEST:
+            arrived = min(arrived, self.hello)  # the request the connection was dialled for
+        self.handshaken = 0.0
+        self.arrived = arrived
         self.connection.settimeout(self.server.request_timeout)
         super().handle_one_request()
 
