@@ -153,6 +153,15 @@ class Manager:
         return True, "ok"
 
 
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    # socketserver's default backlog is 5: a process that does not accept for a few seconds has
+    # its probes' connections overflow it, and the kernel then drops new SYNs ("Possible SYN
+    # flooding on port 8080" on the test node), each sent again only after 1, 3, 7 s. Go's servers
+    # listen with the kernel's somaxconn.
+    request_queue_size = 128
+
+
 def serve_http(address: tuple[str, int], manager: Manager, metrics_text: Callable[[], bytes]) -> ThreadingHTTPServer:
     """/healthz, /readyz and /metrics on plain HTTP (as kube-state-metrics serves them)."""
 
@@ -185,7 +194,6 @@ def serve_http(address: tuple[str, int], manager: Manager, metrics_text: Callabl
             else:
                 self._send(404, b"not found\n")
 
-    server = ThreadingHTTPServer(address, Handler)
-    server.daemon_threads = True
+    server = _HTTPServer(address, Handler)
     threading.Thread(target=server.serve_forever, name="controller-http", daemon=True).start()
     return server
