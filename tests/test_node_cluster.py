@@ -659,6 +659,19 @@ def test_a_node_drained_during_writes_refuses_no_fitting_write(plane, api, recor
     assert len(answers) > 20, answers  # the writes kept coming through the drain
     assert refused == [], refused
 
+def test_each_nodes_bridge_kept_its_own_address_while_pods_came_and_went(plane):
+    """After the rollouts, kills and the drain above, each node's bridge still has the MAC
+    address node.py gave it, set (the kernel's NET_ADDR_SET, 3), never one taken from a
+    pod's veth: pods that kept a gateway address the bridge had dropped answered into nothing
+    (node.py's _network says what a capture saw)."""
+    from node import bridge_mac
+
+    for node in plane_nodes(plane).values():
+        sysfs = Path("/sys/class/net") / node.bridge
+        assert (sysfs / "address").read_text().strip() == bridge_mac(node.subnet_octet)
+        assert (sysfs / "addr_assign_type").read_text().strip() == "3"
+
+
 def test_a_pod_that_cannot_sync_its_cache_is_never_ready_and_gets_no_requests(plane, api):
     """A rollout whose new pod cannot reach the API server (a wrong port): it never syncs, so
     never turns Ready, is kept out of the Service's ready endpoints, and every write goes to

@@ -2,7 +2,8 @@
 
 `Node(plane)` adds, to a `ControlPlane` (cluster.py) started with `node=True`:
 - a pod network of its own: a Linux bridge `cozyrN` the run creates with 10.250.N.1/24 on it
-  (N chosen free on this machine), Debian's CNI plugins (bridge, host-local IPAM, loopback)
+  (N chosen free on this machine) and a MAC address of its own that pods coming and going
+  never change (`bridge_mac`), Debian's CNI plugins (bridge, host-local IPAM, loopback)
   putting each pod in a network namespace with an address in 10.250.N.0/24, no masquerade, no
   route anywhere else: traffic goes only to loopback and to those pod addresses;
 - containerd (Debian's package) with runc, state under the run's folder, its sandbox image and
@@ -268,7 +269,16 @@ class Node:
         return ["nsenter", f"--mount=/proc/{self.mount_holder}/ns/mnt", *argv] if self.mount_holder else argv
 
     def _network(self) -> None:
-        _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+        # The bridge's MAC address set, so it never changes: a Linux bridge left to choose takes
+        # the lowest MAC of its ports, so a pod's veth joining or leaving can change it. The
+        # other pods keep the gateway's old address in their neighbour tables (the host's ARP
+        # requests to them came from the API server forward's address, not the gateway's, and
+        # refresh no entry for it) and send to it, into nothing, until that entry expires: a
+        # capture of node 2's bridge saw a veth join with a lower MAC and three pods answer the
+        # kubelet's SYNs to the old one for 37 s, every probe and admission call to them timing
+        # out meanwhile (issue 34's intermittent 10 s timeouts). Docker pins docker0's the same
+        # way. Locally administered (02:...) and one per node: 02:00:0a:fa:N:01 for 10.250.N.1.
+        _run(["ip", "link", "add", self.bridge, "address", bridge_mac(self.subnet_octet), "type", "bridge"])
         _run(["ip", "addr", "add", f"{self.gateway}/24", "dev", self.bridge])
         _run(["ip", "link", "set", self.bridge, "up"])
         conf = self.dir / "cni" / "net.d"
@@ -636,6 +646,11 @@ def dra_objects() -> list[dict]:
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": DRA_IDENTITY},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": DRA_IDENTITY}]},
     ]
+
+
+def bridge_mac(octet: int) -> str:
+    """The fixed MAC address of the bridge of subnet 10.250.`octet`.0/24 (see Node._network)."""
+    return f"02:00:0a:fa:{octet:02x}:01"
 
 
 def netpol_rules(bridge: str) -> list[list[str]]:
