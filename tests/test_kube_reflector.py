@@ -222,3 +222,36 @@ def test_an_optional_kind_not_served_is_synced_and_empty_until_it_is_served(opti
     assert log[log.index(("wait", waits[0])) - 1] == ("synced", optional)  # synced (and empty) before it was served
     # the list (an optional kind already synced by the 404), then the relist after the second 404
     assert heard == [("ADDED", optional), ("DELETED", True)]
+
+
+def test_stopping_wakes_a_blocked_read_without_releasing_its_descriptor():
+    """`Reflector.stop` runs on another thread than the watch's read: it shuts the client's
+    sockets down (the read returns at once) and leaves closing them to the reading thread. A
+    descriptor released under a blocked read could be given to a socket opened meanwhile, whose
+    bytes the reader would then take."""
+    import socket
+    import threading
+    import time
+
+    from cozyrender.kube.watch import _interrupt
+
+    reading, peer = socket.socketpair()
+    client = SimpleNamespace(_client=SimpleNamespace(_transport=SimpleNamespace(pool=[SimpleNamespace(_sock=reading)])))
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(reading.recv(10)))
+    reader.start()
+    time.sleep(0.2)  # the reader is blocked in recv
+    _interrupt(client)
+    reader.join(30)
+    assert not reader.is_alive() and got == [b""]  # woken with end-of-stream
+    assert reading.fileno() != -1  # still the reader's to close
+    reading.close()
+    peer.close()
+
+
+def test_stopping_a_client_without_sockets_closes_it():
+    from cozyrender.kube.watch import _interrupt
+
+    closed = []
+    _interrupt(SimpleNamespace(close=lambda: closed.append(True)))
+    assert closed == [True]

@@ -43,8 +43,10 @@ events, and has no read timeout, so both are handled here).
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import time
+import types
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Protocol
@@ -176,12 +178,13 @@ class Reflector:
         return self
 
     def stop(self) -> None:
+        """Stop the loop: its read is woken at once (`_interrupt`) and the loop's thread closes
+        its client as it ends. Never closed from here, nor waited for: a stopping process
+        releases its Lease next."""
         self.stopping.set()
         client = self._client
         if client is not None:
-            # Closed on a thread of its own: closing while a watch is being read can wait for that
-            # read, and a stopping process must not (it releases its Lease next).
-            threading.Thread(target=_close, args=(client,), name="watch-close", daemon=True).start()
+            _interrupt(client)
 
     def _new_client(self):
         client = self.make_client()
@@ -238,6 +241,12 @@ class Reflector:
 
     def _run(self) -> None:
         client = self._new_client()
+        try:
+            self._loop(client)
+        finally:
+            _close(client)  # on the thread that reads it: see `_interrupt`
+
+    def _loop(self, client) -> None:
         failures = 0  # in a row: a watch that stayed up for HEALTHY seconds starts the count afresh
         gone = 0  # 410s in a row: the first relists at once, the next ones back off
         while not self.stopping.is_set():
@@ -385,6 +394,58 @@ def _close(client) -> None:
         client.close()
     except Exception:  # noqa: BLE001 - closing a client that failed already
         pass
+
+
+def _interrupt(client) -> None:
+    """Wake a thread blocked reading `client`'s watch, from another thread, without releasing
+    a file descriptor: each socket the client holds is shut down (the read returns at once),
+    and the reading thread closes the client itself as it ends (`Reflector._run`).
+
+    Closing the client here instead (as the loop did before) released each socket's descriptor
+    while the reading thread's TLS layer still read that descriptor number. A socket opened
+    meanwhile anywhere in the process could be given the number, and the reader's next read
+    took that socket's bytes: a test process that had stopped a cache saw a later TLS handshake
+    of its own fail (WRONG_VERSION_NUMBER in CI, BAD_RECORD_MAC in a local run); in the
+    controller, which stops a license source's informer and goes on, a Lease renewal could
+    have lost its answer the same way. A client holding no socket has no descriptor to lose:
+    it is closed (the test doubles end their watches so)."""
+    sockets = _sockets(client)
+    for sock in sockets:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:  # not connected, or closed by its own thread meanwhile
+            pass
+    if not sockets:
+        _close(client)
+
+
+def _sockets(root, depth: int = 10) -> list[socket.socket]:
+    """The sockets reachable from `root`'s attributes (lightkube's client -> httpx2's transport ->
+    httpcore2's pool -> each connection's stream), found by a bounded walk so that a renamed
+    internal is followed rather than relied on."""
+    found: list[socket.socket] = []
+    seen: set[int] = set()
+    todo = [(root, 0)]
+    while todo:
+        obj, level = todo.pop()
+        if id(obj) in seen or level > depth:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, socket.socket):
+            found.append(obj)
+            continue
+        if isinstance(obj, (str, bytes, bytearray, int, float, bool, type(None), type, types.ModuleType,
+                            types.FunctionType, types.MethodType, types.BuiltinFunctionType)):
+            continue  # never into a module's or a class's namespace: only what the client holds
+        if isinstance(obj, dict):
+            children = list(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            children = list(obj)
+        else:
+            children = list(getattr(obj, "__dict__", {}).values())
+            children += [getattr(obj, name, None) for name in getattr(type(obj), "__slots__", ()) if isinstance(name, str)]
+        todo.extend((child, level + 1) for child in children)
+    return found
 
 
 def wait_synced(informers: Iterable[Informer], timeout: float | None = None) -> bool:
