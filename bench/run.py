@@ -31,12 +31,13 @@ def run_one(name: str) -> None:
 
 
 def main(selected: list[str]) -> int:
-    unknown = sorted(set(selected) - set(names()))
+    known = names()
+    unknown = sorted(set(selected) - set(known))
     if unknown:
-        print(f"bench/run.py: error: no benchmark named {', '.join(unknown)} (there are: {', '.join(names())})",
+        print(f"bench/run.py: error: no benchmark named {', '.join(unknown)} (there are: {', '.join(known)})",
               file=sys.stderr)
         return 2
-    chosen = [name for name in names() if not selected or name in selected]
+    chosen = [name for name in known if not selected or name in selected]
     if len(chosen) == 1:
         run_one(chosen[0])
         return 0

@@ -36,6 +36,19 @@ def _answer(body) -> dict:
             "response": {"uid": body["request"]["uid"], "allowed": True}}
 
 
+def _raw(server, context: ssl.SSLContext) -> ssl.SSLSocket:
+    """A TLS connection to `server` whose bytes the test writes itself (no client library's
+    pacing between requests)."""
+    return context.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=30),
+                               server_hostname="localhost")
+
+
+def _send_review(raw: ssl.SSLSocket, uid: str) -> None:
+    body = json.dumps(review(WRITE, uid=uid)).encode()
+    raw.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
 def test_draining_is_unready_and_answers_every_request_until_the_listener_closes(tmp_path: Path) -> None:
     files = make_certs(tmp_path)
     release = threading.Event()
@@ -237,12 +250,9 @@ def test_a_request_that_waited_on_its_socket_has_spent_its_deadline_there(tmp_pa
     server, thread, context = _server(tmp_path, route)
     server.timeout = 2.0  # a deadline 1.5 s after arrival (less the margin)
     try:
-        raw = context.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=30),
-                                  server_hostname="localhost")
+        raw = _raw(server, context)
         for uid in ("slow", "queued"):
-            body = json.dumps(review(WRITE, uid=uid)).encode()
-            raw.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            _send_review(raw, uid)
             time.sleep(0.3)  # the second is queued while the first is being answered
         received = b""
         while received.count(b"HTTP/1.1 200") < 2:  # both answered, in order
@@ -285,12 +295,9 @@ def test_the_request_a_connection_was_dialled_for_runs_from_the_handshakes_arriv
 
     server.get_request = get_request
     try:
-        raw = context.wrap_socket(socket.create_connection(("127.0.0.1", server.port), timeout=30),
-                                  server_hostname="localhost")
+        raw = _raw(server, context)
         for uid in ("dialled", "later"):
-            body = json.dumps(review(WRITE, uid=uid)).encode()
-            raw.sendall(b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                        b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            _send_review(raw, uid)
             received = b""
             while b"HTTP/1.1 200" not in received or not received.endswith(b"}"):
                 chunk = raw.recv(65536)

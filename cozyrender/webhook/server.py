@@ -76,7 +76,6 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -356,8 +355,10 @@ class _Handler(BaseHTTPRequestHandler):
     wbufsize = 64 * 1024
     server: WebhookServer
     arrived = 0.0  # when the request being answered reached this host (time.monotonic())
-    hello: float | None = None  # when the TLS handshake's first bytes reached this host
-    handshaken = 0.0  # when the handshake completed; 0 once the connection's first request is read
+    # Until the connection's first request is read: when the TLS handshake's first bytes reached
+    # this host, and when the handshake completed.
+    hello: float | None = None
+    handshaken = 0.0
 
     def setup(self) -> None:
         # The earliest a first request can have arrived (a bound for one the TLS layer read
@@ -405,9 +406,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         arrived = arrived if arrived is not None else time.monotonic()
-        if self.hello is not None and self.handshaken and arrived - self.handshaken <= DIALLED_REQUEST:
+        if self.hello is not None and arrived - self.handshaken <= DIALLED_REQUEST:
             arrived = min(arrived, self.hello)  # the request the connection was dialled for
-        self.handshaken = 0.0
+        self.hello = None  # later requests run from their own arrival
         self.arrived = arrived
         self.connection.settimeout(self.server.request_timeout)
         super().handle_one_request()
